@@ -1,0 +1,161 @@
+//! Real redis-server processes for the integration tests: each on its own
+//! free loopback port, in its own temporary directory, with the module
+//! loaded, and killed when dropped.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+pub fn module_path() -> PathBuf {
+    let path = std::env::var_os("RATELIMIT_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: run `make build` first",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: TempDir,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// A server with no persistence unless `args` asks for it.
+    pub fn start(args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let args = args.iter().map(|a| a.to_string()).collect();
+        Self::spawn(dir, args)
+    }
+
+    fn spawn(dir: TempDir, args: Vec<String>) -> Server {
+        let (child, port) = spawn_ready(dir.path(), &args);
+        Server {
+            child,
+            port,
+            dir,
+            args,
+        }
+    }
+
+    pub fn connect(&self) -> redis::Connection {
+        connect(self.port).expect("connect to redis-server")
+    }
+
+    /// Kills the server (no save on the way out, as in a crash) and starts
+    /// it again in the same directory with the same arguments.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (self.child, self.port) = spawn_ready(self.dir.path(), &self.args);
+    }
+
+    pub fn log(&self) -> String {
+        log(self.dir.path())
+    }
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+}
+
+fn spawn_ready(dir: &Path, args: &[String]) -> (Child, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child =
+            Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
+                .arg("--port")
+                .arg(port.to_string())
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--enable-debug-command", "yes", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(dir)
+                .arg("--logfile")
+                .arg(dir.join("redis.log"))
+                .arg("--loadmodule")
+                .arg(module_path())
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server (is it installed? `make deps`)");
+        if wait_ready(&mut child, port) {
+            return (child, port);
+        }
+        // Most likely another process took the port: try another.
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!("redis-server did not start on port {port}:\n{}", log(dir));
+    }
+    panic!("redis-server did not start");
+}
+
+fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))?.get_connection()
+}
+
+fn wait_ready(child: &mut Child, port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if let Ok(mut con) = connect(port) {
+            // While loading a dataset the server answers PING with LOADING.
+            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                return true;
+            }
+        }
+        sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a command and returns its integer-array reply.
+pub fn ints(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Runs a command that must fail; returns the error line as Redis sent it.
+pub fn error(con: &mut redis::Connection, args: &[&[u8]]) -> String {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("command name"));
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    match cmd.query::<redis::Value>(con) {
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+    }
+}
+
+pub fn dump(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("DUMP").arg(key).query(con).expect("DUMP")
+}
