@@ -1,0 +1,196 @@
+//! Every bad call gets an error reply, changes nothing and leaves the
+//! server running.
+
+mod common;
+
+use common::{Server, dump, error, ints};
+
+const CAPACITY: &str = "ERR capacity must be an integer from 1 to 18446744";
+const RATE: &str = "ERR rate must be a decimal number of units per second, at least 0.000001";
+const NOW: &str = "ERR now must be * or a non-negative decimal Unix time in seconds";
+const COUNT: &str = "ERR n must be a non-negative integer";
+const STATE: &str = "ERR state must be TOKENBUCKET tokens_pico last_us [PXAT unix_ms]";
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+fn arity(command: &str) -> String {
+    format!("ERR wrong number of arguments for '{command}' command")
+}
+
+fn pexpiretime(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+#[test]
+fn bad_token_bucket_calls_change_nothing() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    assert_eq!(
+        ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0],
+        1
+    );
+    let before = (dump(con, "k"), pexpiretime(con, "k"));
+
+    let tb = |rest: &[&'static [u8]]| -> Vec<&'static [u8]> {
+        let mut args: Vec<&[u8]> = vec![b"RL.TOKENBUCKET", b"k"];
+        args.extend_from_slice(rest);
+        args
+    };
+    let cases: Vec<(Vec<&[u8]>, String)> = vec![
+        (tb(&[b"nan", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"inf", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"1e400", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"-1", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"0", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"1.5", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"\xff", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"18446745", b"1", b"*"]), CAPACITY.into()),
+        (
+            tb(&[b"99999999999999999999999", b"1", b"*"]),
+            CAPACITY.into(),
+        ),
+        (tb(&[b" 10", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"10", b"nan", b"*"]), RATE.into()),
+        (tb(&[b"10", b"inf", b"*"]), RATE.into()),
+        (tb(&[b"10", b"-inf", b"*"]), RATE.into()),
+        (tb(&[b"10", b"1e400", b"*"]), RATE.into()),
+        (tb(&[b"10", b"-1", b"*"]), RATE.into()),
+        (tb(&[b"10", b"0", b"*"]), RATE.into()),
+        (tb(&[b"10", b"", b"*"]), RATE.into()),
+        (tb(&[b"10", b"\xc3\x28", b"*"]), RATE.into()),
+        (tb(&[b"10", b"0.0000001", b"*"]), RATE.into()),
+        (tb(&[b"10", b"99999999999999999999", b"*"]), RATE.into()),
+        (tb(&[b"10", b"1", b"nan"]), NOW.into()),
+        (tb(&[b"10", b"1", b"inf"]), NOW.into()),
+        (tb(&[b"10", b"1", b"-1"]), NOW.into()),
+        (tb(&[b"10", b"1", b"1e400"]), NOW.into()),
+        (tb(&[b"10", b"1", b""]), NOW.into()),
+        (tb(&[b"10", b"1", b"**"]), NOW.into()),
+        (tb(&[b"10", b"1", b"\xff\xfe"]), NOW.into()),
+        (tb(&[b"10", b"1", b"1700000000,5"]), NOW.into()),
+        (tb(&[b"10", b"1", b"*", b"1.5"]), COUNT.into()),
+        (tb(&[b"10", b"1", b"*", b"-1"]), COUNT.into()),
+        (tb(&[b"10", b"1", b"*", b"nan"]), COUNT.into()),
+        (tb(&[b"10", b"1", b"*", b""]), COUNT.into()),
+        (
+            tb(&[b"10", b"1", b"*", b"18446744073709551616"]),
+            COUNT.into(),
+        ),
+        (tb(&[b"10", b"1", b"*", b"\x80"]), COUNT.into()),
+        (tb(&[b"10", b"1"]), arity("RL.TOKENBUCKET")),
+        (tb(&[]), arity("RL.TOKENBUCKET")),
+        (vec![b"RL.TOKENBUCKET"], arity("RL.TOKENBUCKET")),
+        (
+            tb(&[b"10", b"1", b"*", b"1", b"extra"]),
+            arity("RL.TOKENBUCKET"),
+        ),
+    ];
+    assert!(cases.len() >= 25);
+    for (args, expected) in &cases {
+        assert_eq!(&error(con, args), expected, "{args:?}");
+        assert_eq!(
+            (dump(con, "k"), pexpiretime(con, "k")),
+            before,
+            "{args:?} changed the key"
+        );
+    }
+    // Errors create no key either.
+    assert_eq!(
+        error(con, &[b"RL.TOKENBUCKET", b"fresh", b"0", b"1", b"*"]),
+        CAPACITY
+    );
+    let exists: i64 = redis::cmd("EXISTS").arg("fresh").query(con).unwrap();
+    assert_eq!(exists, 0);
+    let pong: String = redis::cmd("PING").query(con).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn keys_of_other_types_are_wrongtype_and_untouched() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let _: () = redis::cmd("SET").arg("string").arg("v").query(con).unwrap();
+    let _: () = redis::cmd("RPUSH").arg("list").arg("v").query(con).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("hash")
+        .arg("f")
+        .arg("v")
+        .query(con)
+        .unwrap();
+    let _: () = redis::cmd("SADD").arg("set").arg("v").query(con).unwrap();
+    for key in ["string", "list", "hash", "set"] {
+        let before = dump(con, key);
+        for n in [&b"1"[..], b"0"] {
+            let args: [&[u8]; 6] = [b"RL.TOKENBUCKET", key.as_bytes(), b"10", b"1", b"*", n];
+            assert_eq!(error(con, &args), WRONGTYPE, "{key}");
+        }
+        let args: [&[u8]; 5] = [b"RL.SETSTATE", key.as_bytes(), b"TOKENBUCKET", b"1", b"1"];
+        assert_eq!(error(con, &args), WRONGTYPE, "{key}");
+        assert_eq!(dump(con, key), before);
+    }
+}
+
+#[test]
+fn bad_setstate_calls_change_nothing() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    assert_eq!(
+        ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0],
+        1
+    );
+    let before = (dump(con, "k"), pexpiretime(con, "k"));
+    let cases: Vec<(Vec<&[u8]>, String)> = vec![
+        (
+            vec![b"RL.SETSTATE", b"k", b"LEAKY", b"1", b"1"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"-1", b"1"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"x"],
+            STATE.into(),
+        ),
+        (
+            vec![
+                b"RL.SETSTATE",
+                b"k",
+                b"TOKENBUCKET",
+                b"1",
+                b"1",
+                b"EX",
+                b"1",
+            ],
+            STATE.into(),
+        ),
+        (
+            vec![
+                b"RL.SETSTATE",
+                b"k",
+                b"TOKENBUCKET",
+                b"1",
+                b"1",
+                b"PXAT",
+                b"-5",
+            ],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT"],
+            arity("RL.SETSTATE"),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1"],
+            arity("RL.SETSTATE"),
+        ),
+    ];
+    for (args, expected) in &cases {
+        assert_eq!(&error(con, args), expected, "{args:?}");
+        assert_eq!(
+            (dump(con, "k"), pexpiretime(con, "k")),
+            before,
+            "{args:?} changed the key"
+        );
+    }
+}
