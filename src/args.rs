@@ -51,7 +51,7 @@ pub fn bucket_call<A: Deref<Target = [u8]>>(args: &[A]) -> Result<BucketCall, Er
 pub fn state(kind: &[u8], fields: [&[u8]; 2]) -> Result<Limiter, Error> {
     let tag = [Limiter::TOKEN_BUCKET]
         .into_iter()
-        .find(|(name, _)| kind.eq_ignore_ascii_case(name.as_bytes()))
+        .find(|(name, _)| kind.eq_ignore_ascii_case(name.to_bytes()))
         .ok_or(Error::State)?
         .1;
     let [a, b] = fields;

@@ -74,18 +74,28 @@ fn store(
 ) -> Result<(), Error> {
     key.put(limiter)?;
     key.expire_at(Some(expire_at_ms));
-    let [a, b] = limiter.fields().map(|field| field.to_string());
-    let expire_at = expire_at_ms.to_string();
-    let kind = limiter.kind().0;
-    let replicated: [&[u8]; 6] = [
-        name,
-        kind.as_bytes(),
-        a.as_bytes(),
-        b.as_bytes(),
-        b"PXAT",
-        expire_at.as_bytes(),
-    ];
-    ctx.replicate("RL.SETSTATE", &replicated);
+    let [a, b] = limiter.fields();
+    let (mut a_text, mut b_text) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (a, b) = (a_text.format(a), b_text.format(b));
+    let expire_at = i64::try_from(expire_at_ms).unwrap_or(i64::MAX);
+    // RL.SETSTATE key KIND a b PXAT expire_at, straight from stack buffers:
+    // this runs on every admitted call.
+    // SAFETY: the format string matches the arguments that follow it.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            c"RL.SETSTATE".as_ptr(),
+            c"scbbcl".as_ptr(),
+            name.inner,
+            limiter.kind().0.as_ptr(),
+            a.as_ptr(),
+            a.len(),
+            b.as_ptr(),
+            b.len(),
+            c"PXAT".as_ptr(),
+            expire_at,
+        );
+    }
     Ok(())
 }
 

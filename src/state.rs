@@ -1,7 +1,7 @@
 //! The `ratelimit` data type: one value per key, holding one limiter's state.
 //! Encoding, RDB save/load, AOF rewrite, memory usage, digest, copy, free.
 
-use std::ffi::{CString, c_int, c_void};
+use std::ffi::{CStr, CString, c_int, c_void};
 use std::mem::size_of;
 
 use redis_module::native_types::RedisType;
@@ -21,7 +21,7 @@ pub enum Limiter {
 
 impl Limiter {
     /// The name used in RL.SETSTATE and the tag used in RDB.
-    pub const TOKEN_BUCKET: (&'static str, u64) = ("TOKENBUCKET", 1);
+    pub const TOKEN_BUCKET: (&'static CStr, u64) = (c"TOKENBUCKET", 1);
 
     /// The values RL.SETSTATE and RDB carry after the kind, in order.
     pub fn fields(&self) -> [u64; 2] {
@@ -30,7 +30,7 @@ impl Limiter {
         }
     }
 
-    pub fn kind(&self) -> (&'static str, u64) {
+    pub fn kind(&self) -> (&'static CStr, u64) {
         match self {
             Limiter::TokenBucket(_) => Self::TOKEN_BUCKET,
         }
@@ -109,7 +109,7 @@ unsafe extern "C" fn aof_rewrite(
     value: *mut c_void,
 ) {
     let limiter = unsafe { limiter(value) };
-    let kind = CString::new(limiter.kind().0).unwrap_or_default();
+    let kind = limiter.kind().0;
     // u64 fields may exceed a C long long, so they travel as decimal text.
     let [a, b] = limiter
         .fields()

@@ -1,0 +1,29 @@
+# redis-ratelimit: build, test, run and benchmark the module.
+MODULE := target/release/libredis_ratelimit.so
+PORT ?= 6379
+
+.PHONY: all deps build test run bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cargo build --release
+
+# Unit tests of the pure math, then integration tests that start their own
+# redis-server processes with the module loaded.
+test: build
+	cargo test --release
+
+run: build
+	@echo "redis-server on 127.0.0.1:$(PORT) with the module loaded; Ctrl-C stops it. Try:"
+	@echo "  redis-cli -p $(PORT) RL.TOKENBUCKET user:42 10 1 '*' 1"
+	redis-server redis.conf.example --port $(PORT)
+
+bench: build
+	scripts/bench.sh
+
+clean:
+	cargo clean

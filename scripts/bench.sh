@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# make bench: requests/s of INCR, the seed's Lua token bucket (EVALSHA) and
+# RL.TOKENBUCKET on random keys, at pipelining 1 and 16 with 50 clients, all
+# against one redis-server started here, so the ratios to INCR compare like
+# with like on a noisy machine. Then usec_per_call and used_memory per key.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+port=${BENCH_PORT:-6390}
+requests=${BENCH_REQUESTS:-1000000}
+keys=${BENCH_KEYS:-1000000}
+dir=$(mktemp -d)
+cli() { redis-cli -p "$port" "$@"; }
+
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+  --loadmodule "$PWD/target/release/libredis_ratelimit.so" --daemonize yes \
+  --logfile "$dir/redis.log" --pidfile "$dir/redis.pid"
+trap 'cli shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+until cli ping >/dev/null 2>&1; do sleep 0.1; done
+
+sha=$(cli -x script load < lua/token_bucket.lua)
+now=$(date +%s.%3N)
+
+# rps NAME PIPELINE COMMAND...: requests per second, from redis-benchmark's CSV.
+rps() {
+  local pipeline=$1; shift
+  local n=$requests
+  [ "$pipeline" -gt 1 ] || n=$((requests / 5))
+  redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipeline" -r 1000000 --csv "$@" \
+    | awk -F'","' 'NR == 2 { print $2 + 0 }'
+}
+
+printf '%-16s %10s %14s %10s %14s\n' command "P=1 rps" "P=1 vs INCR" "P=16 rps" "P=16 vs INCR"
+declare -A base
+for pipeline in 1 16; do base[$pipeline]=$(rps "$pipeline" INCR key:__rand_int__); done
+row() {
+  local name=$1 p1=$2 p16=$3
+  printf '%-16s %10.0f %13.2fx %10.0f %13.2fx\n' "$name" "$p1" "$(echo "$p1 / ${base[1]}" | bc -l)" \
+    "$p16" "$(echo "$p16 / ${base[16]}" | bc -l)"
+}
+measure() {
+  local name=$1; shift
+  row "$name" "$(rps 1 "$@")" "$(rps 16 "$@")"
+}
+row INCR "${base[1]}" "${base[16]}"
+measure "Lua EVALSHA" EVALSHA "$sha" 1 tb:__rand_int__ 100 10 "$now" 1
+cli config resetstat >/dev/null
+measure RL.TOKENBUCKET RL.TOKENBUCKET rl:__rand_int__ 100 10 '*' 1
+echo
+cli info commandstats | grep -i 'cmdstat_rl.tokenbucket' | tr -d '\r' \
+  | sed 's/.*usec_per_call=\([0-9.]*\).*/RL.TOKENBUCKET usec_per_call: \1/'
+
+# bytes NAME SCRIPT: used_memory per key after SCRIPT creates $keys keys.
+bytes() {
+  cli flushall >/dev/null
+  local before after
+  before=$(cli info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  cli eval "for i = 1, $keys do local k = 'key:' .. string.format('%012d', i) $2 end" 0 >/dev/null
+  after=$(cli info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  printf '%-34s %6.1f bytes/key\n' "$1" "$(echo "($after - $before) / $keys" | bc -l)"
+}
+echo "used_memory per key, $keys keys named key:000000000001 ...:"
+bytes "SET key 1 EX 60" "redis.call('SET', k, 1, 'EX', 60)"
+# What lua/token_bucket.lua leaves after a first call (a script cannot call
+# EVALSHA, so its two writes are spelled out).
+bytes "Lua token bucket (hash + EXPIRE)" \
+  "redis.call('HSET', k, 'tokens', 99, 'last_updated', '$now') redis.call('EXPIRE', k, 20000)"
+bytes "RL.TOKENBUCKET" "redis.call('RL.TOKENBUCKET', k, 100, 0.01, '*', 1)"
