@@ -1,7 +1,7 @@
 //! Glue between Redis and the math: parse, open the key, load the state,
 //! decide, store, expire, replicate, reply. No arithmetic on limits here.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
+use redis_module::{Context, RedisResult, RedisString, RedisValue, Status, raw};
 
 use crate::algorithms::{Verdict, token_bucket};
 use crate::args::{self, Now};
@@ -9,6 +9,20 @@ use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
 use crate::state::Limiter;
+
+/// At load: keys are signalled as modified (WATCH, client tracking) only
+/// when a command really changes them, as Redis's own commands do, not
+/// whenever one is opened for writing.
+pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    // SAFETY: called from RedisModule_OnLoad with a valid context.
+    unsafe {
+        raw::RedisModule_SetModuleOptions.unwrap()(
+            ctx.get_raw(),
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32,
+        )
+    };
+    Status::Ok
+}
 
 /// `RL.TOKENBUCKET key capacity rate now [n]`
 pub fn token_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
@@ -59,6 +73,7 @@ fn run_set_state(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Erro
     let key = LimiterKey::open(ctx, &argv[1]);
     key.put(limiter)?;
     key.expire_at(expire_at_ms);
+    signal_modified(ctx, &argv[1]);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
@@ -74,6 +89,7 @@ fn store(
 ) -> Result<(), Error> {
     key.put(limiter)?;
     key.expire_at(Some(expire_at_ms));
+    signal_modified(ctx, name);
     let [a, b] = limiter.fields();
     let (mut a_text, mut b_text) = (itoa::Buffer::new(), itoa::Buffer::new());
     let (a, b) = (a_text.format(a), b_text.format(b));
@@ -97,6 +113,11 @@ fn store(
         );
     }
     Ok(())
+}
+
+fn signal_modified(ctx: &Context, name: &RedisString) {
+    // SAFETY: a valid context and key name.
+    unsafe { raw::RedisModule_SignalModifiedKey.unwrap()(ctx.get_raw(), name.inner) };
 }
 
 /// `[allowed, remaining, limit, retry_after_ms, reset_after_ms]`, written

@@ -13,7 +13,7 @@ mod key;
 mod state;
 
 #[cfg(not(test))]
-use state::RATELIMIT_TYPE;
+use {commands::init, state::RATELIMIT_TYPE};
 
 // Unit tests run without Redis, so without its allocator.
 #[cfg(not(test))]
@@ -22,6 +22,7 @@ redis_module::redis_module! {
     version: 1,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [RATELIMIT_TYPE],
+    init: init,
     commands: [
         ["RL.TOKENBUCKET", commands::token_bucket, "write deny-oom fast", 1, 1, 1, ""],
         ["RL.SETSTATE", commands::set_state, "write deny-oom", 1, 1, 1, ""],

@@ -221,3 +221,21 @@ fn setstate_writes_a_state_and_its_expiry() {
     let pttl: i64 = redis::cmd("PTTL").arg("k").query(con).unwrap();
     assert_eq!(pttl, -1);
 }
+
+#[test]
+fn watch_sees_writes_but_not_peeks_or_denials() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    tb(con, "k", &["2", "1", "1000", "2"]);
+    // A peek and a denied call change nothing, so a WATCHed transaction runs.
+    let _: () = redis::cmd("WATCH").arg("k").query(con).unwrap();
+    tb(con, "k", &["2", "1", "1000", "0"]);
+    tb(con, "k", &["2", "1", "1000", "1"]);
+    let ran: Option<Vec<String>> = redis::pipe().atomic().cmd("PING").query(con).unwrap();
+    assert_eq!(ran, Some(vec!["PONG".to_string()]));
+    // An admitted call is a write: the transaction is aborted.
+    let _: () = redis::cmd("WATCH").arg("k").query(con).unwrap();
+    tb(con, "k", &["2", "1", "1001", "1"]);
+    let ran: Option<Vec<String>> = redis::pipe().atomic().cmd("PING").query(con).unwrap();
+    assert_eq!(ran, None);
+}
