@@ -7,7 +7,7 @@ mod common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{Server, dump, ints};
+use common::{Server, dump, info_field, ints};
 
 const KEYS: [&str; 4] = ["a", "b", "c", "{user}:42"];
 
@@ -49,15 +49,6 @@ fn assert_all_present(snap: &Snapshot) {
     for (payload, at) in snap {
         assert!(payload.is_some() && *at > 0, "{snap:?}");
     }
-}
-
-fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("{field} not in INFO {section}"))
-        .trim()
-        .to_string()
 }
 
 fn wait_for_rewrite(con: &mut redis::Connection) {

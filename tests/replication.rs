@@ -6,16 +6,7 @@ mod common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{Server, dump, ints};
-
-fn info_field(con: &mut redis::Connection, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg("replication").query(con).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("{field} not in INFO replication"))
-        .trim()
-        .to_string()
-}
+use common::{Server, dump, info_field, ints};
 
 #[test]
 fn replica_holds_identical_state() {
@@ -24,13 +15,13 @@ fn replica_holds_identical_state() {
     let p = &mut primary.connect();
     let r = &mut replica.connect();
     for _ in 0..500 {
-        if info_field(r, "master_link_status") == "up" {
+        if info_field(r, "replication", "master_link_status") == "up" {
             break;
         }
         sleep(Duration::from_millis(20));
     }
     assert_eq!(
-        info_field(r, "master_link_status"),
+        info_field(r, "replication", "master_link_status"),
         "up",
         "{}",
         replica.log()
@@ -61,7 +52,7 @@ fn replica_holds_identical_state() {
     // Denied calls and peeks propagate nothing.
     ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "3"]);
     let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
-    let offset = info_field(p, "master_repl_offset");
+    let offset = info_field(p, "replication", "master_repl_offset");
     assert_eq!(
         ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "1"])[0],
         0
@@ -78,5 +69,5 @@ fn replica_holds_identical_state() {
         ints(p, &["RL.TOKENBUCKET", "none", "3", "0.001", "*", "0"])[0],
         1
     );
-    assert_eq!(info_field(p, "master_repl_offset"), offset);
+    assert_eq!(info_field(p, "replication", "master_repl_offset"), offset);
 }

@@ -159,3 +159,13 @@ pub fn error(con: &mut redis::Connection, args: &[&[u8]]) -> String {
 pub fn dump(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
     redis::cmd("DUMP").arg(key).query(con).expect("DUMP")
 }
+
+/// One field of `INFO section`.
+pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("{field} not in INFO {section}"))
+        .trim()
+        .to_string()
+}
