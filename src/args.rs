@@ -3,11 +3,11 @@
 
 use std::ops::Deref;
 
-use crate::algorithms::token_bucket::{self, MAX_CAPACITY};
+use crate::algorithms::token_bucket::MAX_CAPACITY;
+use crate::algorithms::{fixed_window, token_bucket};
 use crate::error::Error;
-use crate::state::Limiter;
 
-/// Microseconds per second: `now` and `rate` are read to six decimals.
+/// Microseconds per second: `now`, `rate` and `window` are read to six decimals.
 const MICRO: u64 = 1_000_000;
 
 /// The time of a call: given by the caller, or the server's clock (`*`).
@@ -17,49 +17,64 @@ pub enum Now {
     At { us: u64 },
 }
 
-/// `capacity rate now [n]`, the arguments after the key.
+/// The arguments after the key: `capacity rate now [n]` or `limit window now [n]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketCall {
-    pub params: token_bucket::Params,
+pub struct Call<P> {
+    pub params: P,
+    /// The capacity or limit, the reply's third field.
+    pub limit: u64,
     pub now: Now,
     pub n: u64,
 }
 
-pub fn bucket_call<A: Deref<Target = [u8]>>(args: &[A]) -> Result<BucketCall, Error> {
-    let (capacity, rate, now, n) = match args {
-        [capacity, rate, now] => (capacity, rate, now, None),
-        [capacity, rate, now, n] => (capacity, rate, now, Some(n)),
-        _ => return Err(Error::WrongArity),
-    };
+/// `capacity rate now [n]`, for the token and leaky buckets.
+pub fn bucket_call<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<Call<token_bucket::Params>, Error> {
+    let ([capacity, rate], now, n) = split(args)?;
     let capacity = integer(capacity)
         .filter(|c| (1..=MAX_CAPACITY).contains(c))
         .ok_or(Error::Capacity)?;
     let refill_per_us = micros(rate).filter(|&r| r > 0).ok_or(Error::Rate)?;
-    let now = self::now(now)?;
-    let n = n.map_or(Some(1), |n| integer(n)).ok_or(Error::Count)?;
-    Ok(BucketCall {
-        params: token_bucket::Params {
-            capacity,
-            refill_per_us,
-        },
-        now,
-        n,
+    let params = token_bucket::Params {
+        capacity,
+        refill_per_us,
+    };
+    Ok(Call {
+        params,
+        limit: capacity,
+        now: self::now(now)?,
+        n: count(n)?,
     })
 }
 
-/// `kind field field`, the state RL.SETSTATE writes.
-pub fn state(kind: &[u8], fields: [&[u8]; 2]) -> Result<Limiter, Error> {
-    let tag = [Limiter::TOKEN_BUCKET]
-        .into_iter()
-        .find(|(name, _)| kind.eq_ignore_ascii_case(name.to_bytes()))
-        .ok_or(Error::State)?
-        .1;
-    let [a, b] = fields;
-    let fields = [
-        integer(a).ok_or(Error::State)?,
-        integer(b).ok_or(Error::State)?,
-    ];
-    Limiter::from_fields(tag, fields).ok_or(Error::State)
+/// `limit window now [n]`, for the three window algorithms.
+pub fn window_call<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<Call<fixed_window::Params>, Error> {
+    let ([limit, window], now, n) = split(args)?;
+    let limit = integer(limit).filter(|&l| l > 0).ok_or(Error::Limit)?;
+    let window_us = micros(window).filter(|&w| w >= 1000).ok_or(Error::Window)?;
+    let params = fixed_window::Params { limit, window_us };
+    Ok(Call {
+        params,
+        limit,
+        now: self::now(now)?,
+        n: count(n)?,
+    })
+}
+
+/// Two parameters, `now` and an optional `n`.
+fn split<A: Deref<Target = [u8]>>(args: &[A]) -> Result<([&[u8]; 2], &[u8], Option<&[u8]>), Error> {
+    match args {
+        [a, b, now] => Ok(([a, b], now, None)),
+        [a, b, now, n] => Ok(([a, b], now, Some(n))),
+        _ => Err(Error::WrongArity),
+    }
+}
+
+fn count(n: Option<&[u8]>) -> Result<u64, Error> {
+    n.map_or(Some(1), integer).ok_or(Error::Count)
 }
 
 pub fn now(arg: &[u8]) -> Result<Now, Error> {
@@ -67,6 +82,22 @@ pub fn now(arg: &[u8]) -> Result<Now, Error> {
         return Ok(Now::Server);
     }
     micros(arg).map(|us| Now::At { us }).ok_or(Error::Now)
+}
+
+/// RL.SETSTATE's arguments after the kind: integer fields, then optionally
+/// `PXAT unix_ms`.
+pub fn state_fields<A: Deref<Target = [u8]>>(args: &[A]) -> Result<(Vec<u64>, Option<u64>), Error> {
+    let (fields, expire_at) = match args {
+        [fields @ .., pxat, ms] if pxat.eq_ignore_ascii_case(b"PXAT") => {
+            (fields, Some(integer(ms).ok_or(Error::State)?))
+        }
+        fields => (fields, None),
+    };
+    let fields = fields
+        .iter()
+        .map(|f| integer(f))
+        .collect::<Option<Vec<_>>>();
+    Ok((fields.ok_or(Error::State)?, expire_at))
 }
 
 /// A non-negative decimal integer of plain ASCII digits.
@@ -158,7 +189,7 @@ mod tests {
         let call = bucket_call::<&[u8]>(&[b"10", b"0.5", b"*"]).unwrap();
         assert_eq!(call.params.capacity, 10);
         assert_eq!(call.params.refill_per_us, 500_000);
-        assert_eq!((call.now, call.n), (Now::Server, 1));
+        assert_eq!((call.limit, call.now, call.n), (10, Now::Server, 1));
         assert_eq!(
             bucket_call::<&[u8]>(&[b"10", b"1", b"12.5", b"0"])
                 .unwrap()
@@ -183,5 +214,32 @@ mod tests {
             Err(Error::Count)
         );
         assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1"]), Err(Error::WrongArity));
+    }
+
+    #[test]
+    fn window_arguments() {
+        let call = window_call::<&[u8]>(&[b"100", b"60", b"1000.5", b"3"]).unwrap();
+        assert_eq!(
+            call.params,
+            fixed_window::Params {
+                limit: 100,
+                window_us: 60_000_000
+            }
+        );
+        assert_eq!((call.now, call.n), (Now::At { us: 1_000_500_000 }, 3));
+        assert_eq!(window_call::<&[u8]>(&[b"0", b"1", b"*"]), Err(Error::Limit));
+        assert_eq!(
+            window_call::<&[u8]>(&[b"1", b"0.0009", b"*"]),
+            Err(Error::Window)
+        );
+        assert!(window_call::<&[u8]>(&[b"1", b"0.001", b"*"]).is_ok());
+    }
+
+    #[test]
+    fn setstate_fields() {
+        let parsed = state_fields::<&[u8]>(&[b"1", b"2", b"pxat", b"3"]).unwrap();
+        assert_eq!(parsed, (vec![1, 2], Some(3)));
+        assert_eq!(state_fields::<&[u8]>(&[b"1", b"x"]), Err(Error::State));
+        assert_eq!(state_fields::<&[u8]>(&[b"1", b"PXAT"]), Err(Error::State));
     }
 }

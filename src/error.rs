@@ -16,9 +16,16 @@ pub enum Error {
     Rate,
     #[error("ERR now must be * or a non-negative decimal Unix time in seconds")]
     Now,
+    #[error("ERR limit must be a positive integer")]
+    Limit,
+    #[error("ERR window must be a decimal number of seconds, at least 0.001")]
+    Window,
     #[error("ERR n must be a non-negative integer")]
     Count,
-    #[error("ERR state must be TOKENBUCKET tokens_pico last_us [PXAT unix_ms]")]
+    #[error(
+        "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, \
+         its fields, and optionally PXAT unix_ms"
+    )]
     State,
 }
 

@@ -1,12 +1,16 @@
 //! A key opened for writing that holds (or will hold) a `ratelimit` value.
 
-use std::ffi::c_void;
-
 use redis_module::raw;
 use redis_module::{Context, RedisString};
 
 use crate::error::Error;
-use crate::state::{Limiter, RATELIMIT_TYPE, into_value};
+use crate::state::{RATELIMIT_TYPE, Stored, into_value, state_mut};
+
+enum Slot {
+    Empty,
+    Ours(*mut std::ffi::c_void),
+    Other,
+}
 
 pub struct LimiterKey {
     key: *mut raw::RedisModuleKey,
@@ -20,35 +24,57 @@ impl LimiterKey {
         }
     }
 
-    /// The stored state: `None` for a missing key, `WRONGTYPE` for a key of
-    /// another Redis type or another module's type.
-    pub fn get(&self) -> Result<Option<&mut Limiter>, Error> {
-        // SAFETY: `self.key` is an open key; a value of our type is a Box<Limiter>.
+    fn slot(&self) -> Slot {
+        // SAFETY: `self.key` is an open key.
         unsafe {
             match raw::RedisModule_KeyType.unwrap()(self.key) as isize {
-                raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
+                raw::REDISMODULE_KEYTYPE_EMPTY => Slot::Empty,
                 raw::REDISMODULE_KEYTYPE_MODULE
                     if raw::RedisModule_ModuleTypeGetType.unwrap()(self.key)
                         == *RATELIMIT_TYPE.raw_type.borrow() =>
                 {
-                    let value = raw::RedisModule_ModuleTypeGetValue.unwrap()(self.key);
-                    Ok(value.cast::<Limiter>().as_mut())
+                    Slot::Ours(raw::RedisModule_ModuleTypeGetValue.unwrap()(self.key))
                 }
-                _ => Err(Error::WrongType),
+                _ => Slot::Other,
             }
         }
     }
 
-    /// Stores `limiter`, updating the existing value in place when there is one.
-    pub fn put(&self, limiter: Limiter) -> Result<(), Error> {
-        if let Some(stored) = self.get()? {
-            *stored = limiter;
-            return Ok(());
+    /// The stored state: `None` for a missing key, `WRONGTYPE` for a key of
+    /// another Redis type, another module's type or another algorithm.
+    pub fn get<T: Stored>(&self) -> Result<Option<&mut T>, Error> {
+        match self.slot() {
+            Slot::Empty => Ok(None),
+            // SAFETY: a value of our type came from `into_value`.
+            Slot::Ours(value) => unsafe { state_mut::<T>(value) }
+                .map(Some)
+                .ok_or(Error::WrongType),
+            Slot::Other => Err(Error::WrongType),
         }
-        let raw_type = *RATELIMIT_TYPE.raw_type.borrow();
-        let value: *mut c_void = into_value(limiter);
-        // SAFETY: the key is open for writing and empty; Redis owns `value` now.
-        unsafe { raw::RedisModule_ModuleTypeSetValue.unwrap()(self.key, raw_type, value) };
+    }
+
+    /// Stores `state`: in place when the key holds the same kind already,
+    /// replacing the value when it holds another kind (RL.SETSTATE).
+    pub fn put<T: Stored>(&self, state: T) -> Result<(), Error> {
+        match self.slot() {
+            Slot::Other => return Err(Error::WrongType),
+            // SAFETY: a value of our type came from `into_value`.
+            Slot::Ours(value) if let Some(stored) = unsafe { state_mut::<T>(value) } => {
+                *stored = state;
+            }
+            Slot::Ours(_) | Slot::Empty => {
+                let raw_type = *RATELIMIT_TYPE.raw_type.borrow();
+                // SAFETY: the key is open for writing; Redis owns the value
+                // now and frees the one it replaces.
+                unsafe {
+                    raw::RedisModule_ModuleTypeSetValue.unwrap()(
+                        self.key,
+                        raw_type,
+                        into_value(state),
+                    )
+                };
+            }
+        }
         Ok(())
     }
 

@@ -25,6 +25,10 @@ redis_module::redis_module! {
     init: init,
     commands: [
         ["RL.TOKENBUCKET", commands::token_bucket, "write deny-oom fast", 1, 1, 1, ""],
+        ["RL.LEAKYBUCKET", commands::leaky_bucket, "write deny-oom fast", 1, 1, 1, ""],
+        ["RL.FIXEDWINDOW", commands::fixed_window, "write deny-oom fast", 1, 1, 1, ""],
+        ["RL.SLIDINGWINDOW", commands::sliding_window, "write deny-oom fast", 1, 1, 1, ""],
+        ["RL.SLIDINGLOG", commands::sliding_log, "write deny-oom", 1, 1, 1, ""],
         ["RL.SETSTATE", commands::set_state, "write deny-oom", 1, 1, 1, ""],
     ],
 }

@@ -9,7 +9,7 @@ const CAPACITY: &str = "ERR capacity must be an integer from 1 to 18446744";
 const RATE: &str = "ERR rate must be a decimal number of units per second, at least 0.000001";
 const NOW: &str = "ERR now must be * or a non-negative decimal Unix time in seconds";
 const COUNT: &str = "ERR n must be a non-negative integer";
-const STATE: &str = "ERR state must be TOKENBUCKET tokens_pico last_us [PXAT unix_ms]";
+const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, its fields, and optionally PXAT unix_ms";
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 fn arity(command: &str) -> String {
@@ -178,12 +178,29 @@ fn bad_setstate_calls_change_nothing() {
         ),
         (
             vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT"],
-            arity("RL.SETSTATE"),
+            STATE.into(),
         ),
         (
             vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"1", b"4", b"1"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"0"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET"],
             arity("RL.SETSTATE"),
         ),
+        (vec![b"RL.SETSTATE", b"k"], arity("RL.SETSTATE")),
     ];
     for (args, expected) in &cases {
         assert_eq!(&error(con, args), expected, "{args:?}");

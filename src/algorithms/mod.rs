@@ -1,6 +1,10 @@
 //! The limiters' math: pure functions of (stored state, time, parameters, n).
 //! Nothing in here knows about Redis.
 
+pub mod fixed_window;
+pub mod leaky_bucket;
+pub mod sliding_log;
+pub mod sliding_window;
 pub mod token_bucket;
 
 /// Fixed-point scale: one unit (token) is 10^12 pico-units.

@@ -36,9 +36,9 @@ impl Params {
         self.capacity * PICO_PER_UNIT
     }
 
-    /// Milliseconds, rounded up, to refill `missing` pico-tokens.
-    fn ms_to_refill(&self, missing: u64) -> u64 {
-        ceil_div(u128::from(missing), u128::from(self.refill_per_us) * 1000)
+    /// Milliseconds, rounded up, for `pico` pico-units to flow at the rate.
+    pub(super) fn ms_for(&self, pico: u64) -> u64 {
+        ceil_div(u128::from(pico), u128::from(self.refill_per_us) * 1000)
     }
 }
 
@@ -55,14 +55,14 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
             (full.min(state.tokens.saturating_add(refill)), now_us)
         }
     };
-    let reset_after_ms = |tokens: u64| params.ms_to_refill(full - tokens);
+    let reset_after_ms = |tokens: u64| params.ms_for(full - tokens);
 
     if n > params.capacity {
         return Verdict::denied(tokens / PICO_PER_UNIT, -1, reset_after_ms(tokens));
     }
     let wanted = n * PICO_PER_UNIT;
     if tokens < wanted {
-        let retry_after_ms = params.ms_to_refill(wanted - tokens);
+        let retry_after_ms = params.ms_for(wanted - tokens);
         return Verdict::denied(
             tokens / PICO_PER_UNIT,
             i64::try_from(retry_after_ms).unwrap_or(i64::MAX),

@@ -1,0 +1,132 @@
+//! Fixed window counter: at most `limit` units per window of `window`
+//! seconds, windows aligned to the Unix epoch, [k*window, (k+1)*window), so
+//! every node agrees on where they start. Cheap, but up to 2 x limit can
+//! pass in a short span across a window edge.
+
+use super::{Verdict, ceil_div};
+
+/// The parameters of the window algorithms, already validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Most units per window, >= 1.
+    pub limit: u64,
+    /// Window length in microseconds, >= 1000.
+    pub window_us: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    /// Start of the window the count belongs to, Unix microseconds.
+    pub window_start_us: u64,
+    /// Units admitted in that window.
+    pub count: u64,
+}
+
+/// Milliseconds, rounded up, from `from_us` to `to_us`.
+pub(super) fn ms_between(from_us: u64, to_us: u64) -> u64 {
+    ceil_div(u128::from(to_us.saturating_sub(from_us)), 1000)
+}
+
+/// Counts `n` more units in the window holding `now_us` when they fit.
+/// A stored window later than `now_us` (a clock that went back) stays the
+/// current one. `n == 0` only looks.
+pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
+    let aligned_start = now_us - now_us % params.window_us;
+    let (window_start_us, count) = match stored {
+        Some(s) if s.window_start_us >= aligned_start => (s.window_start_us, s.count),
+        _ => (aligned_start, 0),
+    };
+    let now_us = now_us.max(window_start_us);
+    let to_end = ms_between(now_us, window_start_us.saturating_add(params.window_us));
+    let reset_after_ms = |count: u64| if count == 0 { 0 } else { to_end };
+
+    if n > params.limit {
+        return Verdict::denied(
+            params.limit.saturating_sub(count),
+            -1,
+            reset_after_ms(count),
+        );
+    }
+    let counted = count.saturating_add(n);
+    if counted > params.limit {
+        // The next window starts empty, and n <= limit fits there.
+        let retry_after_ms = i64::try_from(to_end).unwrap_or(i64::MAX);
+        return Verdict::denied(params.limit.saturating_sub(count), retry_after_ms, to_end);
+    }
+    Verdict {
+        allowed: true,
+        remaining: params.limit - counted,
+        retry_after_ms: 0,
+        reset_after_ms: reset_after_ms(counted),
+        store: (n > 0).then_some(State {
+            window_start_us,
+            count: counted,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000 * SECOND; // a multiple of 10 s
+
+    fn reply(v: &Verdict<State>) -> (bool, u64, i64, u64) {
+        (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms)
+    }
+
+    #[test]
+    fn counts_within_an_epoch_aligned_window() {
+        let p = Params {
+            limit: 3,
+            window_us: 10 * SECOND,
+        };
+        let first = decide(None, T0 + 2_500_000, &p, 2);
+        assert_eq!(reply(&first), (true, 1, 0, 7500));
+        assert_eq!(
+            first.store,
+            Some(State {
+                window_start_us: T0,
+                count: 2
+            })
+        );
+        let denied = decide(first.store, T0 + 9 * SECOND, &p, 2);
+        assert_eq!(reply(&denied), (false, 1, 1000, 1000));
+        // The next window starts empty.
+        let next = decide(first.store, T0 + 10 * SECOND, &p, 3);
+        assert_eq!(reply(&next), (true, 0, 0, 10_000));
+    }
+
+    #[test]
+    fn twice_the_limit_passes_across_an_edge() {
+        let p = Params {
+            limit: 5,
+            window_us: SECOND,
+        };
+        let end_of_one = decide(None, T0 + 999_000, &p, 5);
+        assert!(end_of_one.allowed);
+        let start_of_next = decide(end_of_one.store, T0 + 1_001_000, &p, 5);
+        assert!(start_of_next.allowed, "the weakness of fixed windows");
+    }
+
+    #[test]
+    fn peek_and_too_many() {
+        let p = Params {
+            limit: 4,
+            window_us: SECOND,
+        };
+        assert_eq!(reply(&decide(None, T0, &p, 0)), (true, 4, 0, 0));
+        assert_eq!(reply(&decide(None, T0, &p, 5)), (false, 4, -1, 0));
+    }
+
+    #[test]
+    fn backwards_clock_stays_in_the_stored_window() {
+        let p = Params {
+            limit: 4,
+            window_us: SECOND,
+        };
+        let s = decide(None, T0 + SECOND, &p, 3).store;
+        assert_eq!(reply(&decide(s, T0 + 500_000, &p, 1)), (true, 0, 0, 1000));
+    }
+}

@@ -1,0 +1,185 @@
+//! Leaky bucket as a queue (throttling): up to `capacity` queued units drain
+//! at `rate` units per second. An admitted request joins the queue and is
+//! told how long to wait before doing its work; a full queue rejects.
+//!
+//! level(t) = max(0, level(last) - (t - last) * rate)
+//!
+//! The queue is virtual: a level and a time, O(1) memory. Units are kept in
+//! pico-units and time in microseconds, as in the token bucket.
+
+use super::{PICO_PER_UNIT, Verdict};
+
+pub use super::token_bucket::Params;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    /// Units queued at `last_us`, in pico-units.
+    pub level: u64,
+    /// Unix time of the last update, in microseconds.
+    pub last_us: u64,
+}
+
+/// A verdict plus `delay_ms`: how long an admitted request waits for the
+/// units ahead of it to drain (0 on an empty queue); 0 when denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    pub verdict: Verdict<State>,
+    pub delay_ms: u64,
+}
+
+/// Drains the queue to `now_us` and, when `n` more units fit, queues them.
+/// A missing key is an empty queue; a `now_us` before the last update counts
+/// as no time passed. `n == 0` only looks (its delay is the current wait).
+pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Throttle {
+    let full = params.capacity * PICO_PER_UNIT;
+    let (level, last_us) = match stored {
+        None => (0, now_us),
+        Some(state) => {
+            let now_us = now_us.max(state.last_us);
+            let drained = (now_us - state.last_us).saturating_mul(params.refill_per_us);
+            // A shrunk capacity leaves the queue as it is: it drains normally.
+            (state.level.saturating_sub(drained), now_us)
+        }
+    };
+    let free = |level: u64| full.saturating_sub(level) / PICO_PER_UNIT;
+    let denied = |retry_after_ms: i64| Throttle {
+        verdict: Verdict::denied(free(level), retry_after_ms, params.ms_for(level)),
+        delay_ms: 0,
+    };
+
+    if n > params.capacity {
+        return denied(-1);
+    }
+    let wanted = n * PICO_PER_UNIT;
+    if level.saturating_add(wanted) > full {
+        let excess = level + wanted - full;
+        return denied(i64::try_from(params.ms_for(excess)).unwrap_or(i64::MAX));
+    }
+    let queued = level + wanted;
+    Throttle {
+        verdict: Verdict {
+            allowed: true,
+            remaining: free(queued),
+            retry_after_ms: 0,
+            reset_after_ms: params.ms_for(queued),
+            store: (n > 0).then_some(State {
+                level: queued,
+                last_us,
+            }),
+        },
+        delay_ms: params.ms_for(level),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SECOND: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000 * SECOND;
+
+    fn params(capacity: u64, units_per_second: u64) -> Params {
+        Params {
+            capacity,
+            refill_per_us: units_per_second * 1_000_000,
+        }
+    }
+
+    fn reply(t: &Throttle) -> (bool, u64, i64, u64, u64) {
+        let v = &t.verdict;
+        (
+            v.allowed,
+            v.remaining,
+            v.retry_after_ms,
+            v.reset_after_ms,
+            t.delay_ms,
+        )
+    }
+
+    #[test]
+    fn requests_are_paced_one_interval_apart() {
+        // 2 units/s: each queued request waits 500 ms more than the one before.
+        let p = params(3, 2);
+        let first = decide(None, T0, &p, 1);
+        assert_eq!(reply(&first), (true, 2, 0, 500, 0));
+        let second = decide(first.verdict.store, T0, &p, 1);
+        assert_eq!(reply(&second), (true, 1, 0, 1000, 500));
+        let third = decide(second.verdict.store, T0, &p, 1);
+        assert_eq!(reply(&third), (true, 0, 0, 1500, 1000));
+        // Full: the next one must wait for one unit to drain.
+        let fourth = decide(third.verdict.store, T0, &p, 1);
+        assert_eq!(reply(&fourth), (false, 0, 500, 1500, 0));
+        assert_eq!(fourth.verdict.store, None);
+        // 200 ms later 0.4 units have drained: still 100 ms to go.
+        let later = decide(third.verdict.store, T0 + 200_000, &p, 1);
+        assert_eq!(reply(&later), (false, 0, 300, 1300, 0));
+    }
+
+    #[test]
+    fn queue_drains_to_empty() {
+        let p = params(3, 2);
+        let s = decide(None, T0, &p, 3).verdict.store;
+        assert_eq!(
+            reply(&decide(s, T0 + 5 * SECOND, &p, 1)),
+            (true, 2, 0, 500, 0)
+        );
+    }
+
+    #[test]
+    fn more_than_capacity_never_fits() {
+        assert_eq!(
+            reply(&decide(None, T0, &params(3, 1), 4)),
+            (false, 3, -1, 0, 0)
+        );
+    }
+
+    #[test]
+    fn peek_on_fresh_key() {
+        let t = decide(None, T0, &params(5, 1), 0);
+        assert_eq!(reply(&t), (true, 5, 0, 0, 0));
+        assert_eq!(t.verdict.store, None);
+    }
+
+    #[test]
+    fn backwards_clock_counts_as_no_time() {
+        let p = params(4, 1);
+        let s = decide(None, T0, &p, 2).verdict.store;
+        assert_eq!(
+            reply(&decide(s, T0 - SECOND, &p, 1)),
+            (true, 1, 0, 3000, 2000)
+        );
+    }
+
+    proptest! {
+        /// After `retry_after_ms` the same request fits; a millisecond before, not.
+        #[test]
+        fn retry_after_is_the_shortest_wait(
+            capacity in 1u64..100, rate in 1u64..10_000_000_000, queued in 0u64..100,
+            n in 1u64..100, gap in 0u64..10_000_000,
+        ) {
+            let p = Params { capacity, refill_per_us: rate };
+            let s = decide(None, T0, &p, queued.min(capacity)).verdict.store;
+            let t = decide(s, T0 + gap, &p, n.min(capacity));
+            if !t.verdict.allowed {
+                let later = T0 + gap + t.verdict.retry_after_ms as u64 * 1000;
+                prop_assert!(decide(s, later, &p, n.min(capacity)).verdict.allowed);
+                prop_assert!(!decide(s, later - 1000, &p, n.min(capacity)).verdict.allowed);
+            }
+        }
+
+        /// The delay of an admitted request is the time its predecessors drain.
+        #[test]
+        fn delay_is_the_wait_for_the_queue_ahead(
+            capacity in 1u64..100, rate in 1u64..10_000_000_000, queued in 0u64..100,
+        ) {
+            let p = Params { capacity, refill_per_us: rate };
+            let s = decide(None, T0, &p, queued.min(capacity)).verdict.store;
+            let t = decide(s, T0, &p, 0);
+            let ahead = s.map_or(0, |s| s.level);
+            let drained = decide(s, T0 + t.delay_ms * 1000, &p, 0);
+            prop_assert_eq!(drained.delay_ms, 0);
+            prop_assert_eq!(t.delay_ms, p.ms_for(ahead));
+        }
+    }
+}
