@@ -32,20 +32,11 @@ pub fn bucket_call<A: Deref<Target = [u8]>>(
     args: &[A],
 ) -> Result<Call<token_bucket::Params>, Error> {
     let ([capacity, rate], now, n) = split(args)?;
-    let capacity = integer(capacity)
-        .filter(|c| (1..=MAX_CAPACITY).contains(c))
-        .ok_or(Error::Capacity)?;
+    let capacity =
+        integer(capacity).filter(|c| (1..=MAX_CAPACITY).contains(c)).ok_or(Error::Capacity)?;
     let refill_per_us = micros(rate).filter(|&r| r > 0).ok_or(Error::Rate)?;
-    let params = token_bucket::Params {
-        capacity,
-        refill_per_us,
-    };
-    Ok(Call {
-        params,
-        limit: capacity,
-        now: self::now(now)?,
-        n: count(n)?,
-    })
+    let params = token_bucket::Params { capacity, refill_per_us };
+    Ok(Call { params, limit: capacity, now: self::now(now)?, n: count(n)? })
 }
 
 /// `limit window now [n]`, for the three window algorithms.
@@ -56,12 +47,7 @@ pub fn window_call<A: Deref<Target = [u8]>>(
     let limit = integer(limit).filter(|&l| l > 0).ok_or(Error::Limit)?;
     let window_us = micros(window).filter(|&w| w >= 1000).ok_or(Error::Window)?;
     let params = fixed_window::Params { limit, window_us };
-    Ok(Call {
-        params,
-        limit,
-        now: self::now(now)?,
-        n: count(n)?,
-    })
+    Ok(Call { params, limit, now: self::now(now)?, n: count(n)? })
 }
 
 /// Two parameters, `now` and an optional `n`.
@@ -93,10 +79,7 @@ pub fn state_fields<A: Deref<Target = [u8]>>(args: &[A]) -> Result<(Vec<u64>, Op
         }
         fields => (fields, None),
     };
-    let fields = fields
-        .iter()
-        .map(|f| integer(f))
-        .collect::<Option<Vec<_>>>();
+    let fields = fields.iter().map(|f| integer(f)).collect::<Option<Vec<_>>>();
     Ok((fields.ok_or(Error::State)?, expire_at))
 }
 
@@ -131,9 +114,7 @@ pub fn micros(arg: &[u8]) -> Option<u64> {
         millionths = millionths * 10 + digit;
     }
     let round_up = fraction.get(6).is_some_and(|&d| d >= b'5');
-    whole
-        .checked_mul(MICRO)?
-        .checked_add(millionths + u64::from(round_up))
+    whole.checked_mul(MICRO)?.checked_add(millionths + u64::from(round_up))
 }
 
 #[cfg(test)]
@@ -144,16 +125,8 @@ mod tests {
     fn integers() {
         assert_eq!(integer(b"0"), Some(0));
         assert_eq!(integer(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [
-            &b""[..],
-            b"18446744073709551616",
-            b"-1",
-            b"+1",
-            b"1.0",
-            b" 1",
-            b"1e3",
-            b"\xff",
-        ] {
+        for bad in [&b""[..], b"18446744073709551616", b"-1", b"+1", b"1.0", b" 1", b"1e3", b"\xff"]
+        {
             assert_eq!(integer(bad), None, "{bad:?}");
         }
     }
@@ -190,48 +163,22 @@ mod tests {
         assert_eq!(call.params.capacity, 10);
         assert_eq!(call.params.refill_per_us, 500_000);
         assert_eq!((call.limit, call.now, call.n), (10, Now::Server, 1));
-        assert_eq!(
-            bucket_call::<&[u8]>(&[b"10", b"1", b"12.5", b"0"])
-                .unwrap()
-                .n,
-            0
-        );
-        assert_eq!(
-            bucket_call::<&[u8]>(&[b"0", b"1", b"1"]),
-            Err(Error::Capacity)
-        );
-        assert_eq!(
-            bucket_call::<&[u8]>(&[b"18446745", b"1", b"1"]),
-            Err(Error::Capacity)
-        );
-        assert_eq!(
-            bucket_call::<&[u8]>(&[b"1", b"0.0000004", b"1"]),
-            Err(Error::Rate)
-        );
+        assert_eq!(bucket_call::<&[u8]>(&[b"10", b"1", b"12.5", b"0"]).unwrap().n, 0);
+        assert_eq!(bucket_call::<&[u8]>(&[b"0", b"1", b"1"]), Err(Error::Capacity));
+        assert_eq!(bucket_call::<&[u8]>(&[b"18446745", b"1", b"1"]), Err(Error::Capacity));
+        assert_eq!(bucket_call::<&[u8]>(&[b"1", b"0.0000004", b"1"]), Err(Error::Rate));
         assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1", b"**"]), Err(Error::Now));
-        assert_eq!(
-            bucket_call::<&[u8]>(&[b"1", b"1", b"1", b"1.5"]),
-            Err(Error::Count)
-        );
+        assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1", b"1", b"1.5"]), Err(Error::Count));
         assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1"]), Err(Error::WrongArity));
     }
 
     #[test]
     fn window_arguments() {
         let call = window_call::<&[u8]>(&[b"100", b"60", b"1000.5", b"3"]).unwrap();
-        assert_eq!(
-            call.params,
-            fixed_window::Params {
-                limit: 100,
-                window_us: 60_000_000
-            }
-        );
+        assert_eq!(call.params, fixed_window::Params { limit: 100, window_us: 60_000_000 });
         assert_eq!((call.now, call.n), (Now::At { us: 1_000_500_000 }, 3));
         assert_eq!(window_call::<&[u8]>(&[b"0", b"1", b"*"]), Err(Error::Limit));
-        assert_eq!(
-            window_call::<&[u8]>(&[b"1", b"0.0009", b"*"]),
-            Err(Error::Window)
-        );
+        assert_eq!(window_call::<&[u8]>(&[b"1", b"0.0009", b"*"]), Err(Error::Window));
         assert!(window_call::<&[u8]>(&[b"1", b"0.001", b"*"]).is_ok());
     }
 

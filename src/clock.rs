@@ -3,10 +3,7 @@
 /// Microseconds since the Unix epoch (CLOCK_REALTIME, the clock Redis's own
 /// expiry uses); a clock before 1970 reads as 0.
 pub fn now_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     let seconds = u64::try_from(ts.tv_sec).unwrap_or(0);

@@ -28,10 +28,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 /// `RL.TOKENBUCKET key capacity rate now [n]`
 pub fn token_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
     run_fixed(ctx, &argv, args::bucket_call, |state, now_us, call| {
-        (
-            token_bucket::decide(state, now_us, &call.params, call.n),
-            None,
-        )
+        (token_bucket::decide(state, now_us, &call.params, call.n), None)
     })
 }
 
@@ -47,20 +44,14 @@ pub fn leaky_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 /// `RL.FIXEDWINDOW key limit window now [n]`
 pub fn fixed_window(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
     run_fixed(ctx, &argv, args::window_call, |state, now_us, call| {
-        (
-            fixed_window::decide(state, now_us, &call.params, call.n),
-            None,
-        )
+        (fixed_window::decide(state, now_us, &call.params, call.n), None)
     })
 }
 
 /// `RL.SLIDINGWINDOW key limit window now [n]`
 pub fn sliding_window(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
     run_fixed(ctx, &argv, args::window_call, |state, now_us, call| {
-        (
-            sliding_window::decide(state, now_us, &call.params, call.n),
-            None,
-        )
+        (sliding_window::decide(state, now_us, &call.params, call.n), None)
     })
 }
 
@@ -130,11 +121,7 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
         signal_modified(ctx, name);
         // The log can be long, so the replica runs the same call at the
         // same time instead of receiving it; then the absolute expiry.
-        let at = format!(
-            "{}.{:06}",
-            append.at_us / 1_000_000,
-            append.at_us % 1_000_000
-        );
+        let at = format!("{}.{:06}", append.at_us / 1_000_000, append.at_us % 1_000_000);
         let expire_at = i64::try_from(expire_at_ms).unwrap_or(i64::MAX);
         // SAFETY: each format string matches the arguments that follow it.
         unsafe {
@@ -225,11 +212,7 @@ fn signal_modified(ctx: &Context, name: &RedisString) {
 /// since this runs on every admitted call.
 fn replicate_fields<T: Fields>(ctx: &Context, name: &RedisString, state: &T, expire_at_ms: u64) {
     let [a, b, c] = state.to_fields();
-    let mut text = [
-        itoa::Buffer::new(),
-        itoa::Buffer::new(),
-        itoa::Buffer::new(),
-    ];
+    let mut text = [itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new()];
     let [ta, tb, tc] = &mut text;
     let (a, b, c) = (ta.format(a), tb.format(b), tc.format(c));
     let expire_at = i64::try_from(expire_at_ms).unwrap_or(i64::MAX);

@@ -19,9 +19,7 @@ pub struct LimiterKey {
 impl LimiterKey {
     pub fn open(ctx: &Context, name: &RedisString) -> LimiterKey {
         let mode = raw::KeyMode::READ | raw::KeyMode::WRITE;
-        LimiterKey {
-            key: raw::open_key(ctx.get_raw(), name.inner, mode),
-        }
+        LimiterKey { key: raw::open_key(ctx.get_raw(), name.inner, mode) }
     }
 
     fn slot(&self) -> Slot {
@@ -46,9 +44,7 @@ impl LimiterKey {
         match self.slot() {
             Slot::Empty => Ok(None),
             // SAFETY: a value of our type came from `into_value`.
-            Slot::Ours(value) => unsafe { state_mut::<T>(value) }
-                .map(Some)
-                .ok_or(Error::WrongType),
+            Slot::Ours(value) => unsafe { state_mut::<T>(value) }.map(Some).ok_or(Error::WrongType),
             Slot::Other => Err(Error::WrongType),
         }
     }
@@ -80,9 +76,8 @@ impl LimiterKey {
 
     /// Sets the key to expire at `unix_ms`, or never when `None`.
     pub fn expire_at(&self, unix_ms: Option<u64>) {
-        let at = unix_ms.map_or(raw::REDISMODULE_NO_EXPIRE.into(), |ms| {
-            i64::try_from(ms).unwrap_or(i64::MAX)
-        });
+        let at = unix_ms
+            .map_or(raw::REDISMODULE_NO_EXPIRE.into(), |ms| i64::try_from(ms).unwrap_or(i64::MAX));
         // SAFETY: the key is open for writing and holds a value.
         unsafe { raw::RedisModule_SetAbsExpire.unwrap()(self.key, at) };
     }

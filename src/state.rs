@@ -60,18 +60,8 @@ macro_rules! fields {
 
 fields!(token_bucket::State, 1, c"TOKENBUCKET", [tokens, last_us]);
 fields!(leaky_bucket::State, 2, c"LEAKYBUCKET", [level, last_us]);
-fields!(
-    fixed_window::State,
-    3,
-    c"FIXEDWINDOW",
-    [window_start_us, count]
-);
-fields!(
-    sliding_window::State,
-    4,
-    c"SLIDINGWINDOW",
-    [last_us, previous, current]
-);
+fields!(fixed_window::State, 3, c"FIXEDWINDOW", [last_us, count]);
+fields!(sliding_window::State, 4, c"SLIDINGWINDOW", [last_us, previous, current]);
 
 impl Stored for sliding_log::Log {
     const KIND: usize = 5;
@@ -105,9 +95,7 @@ macro_rules! with_kind {
 
 pub fn into_value<T: Stored>(state: T) -> *mut c_void {
     const { assert!(align_of::<T>() >= 8) };
-    Box::into_raw(Box::new(state))
-        .map_addr(|address| address | T::KIND)
-        .cast()
+    Box::into_raw(Box::new(state)).map_addr(|address| address | T::KIND).cast()
 }
 
 fn kind_of(value: *const c_void) -> usize {

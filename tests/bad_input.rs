@@ -24,10 +24,7 @@ fn pexpiretime(con: &mut redis::Connection, key: &str) -> i64 {
 fn bad_token_bucket_calls_change_nothing() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
-    assert_eq!(
-        ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0],
-        1
-    );
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0], 1);
     let before = (dump(con, "k"), pexpiretime(con, "k"));
 
     let tb = |rest: &[&'static [u8]]| -> Vec<&'static [u8]> {
@@ -45,10 +42,7 @@ fn bad_token_bucket_calls_change_nothing() {
         (tb(&[b"1.5", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b"\xff", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b"18446745", b"1", b"*"]), CAPACITY.into()),
-        (
-            tb(&[b"99999999999999999999999", b"1", b"*"]),
-            CAPACITY.into(),
-        ),
+        (tb(&[b"99999999999999999999999", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b" 10", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b"10", b"nan", b"*"]), RATE.into()),
         (tb(&[b"10", b"inf", b"*"]), RATE.into()),
@@ -72,33 +66,20 @@ fn bad_token_bucket_calls_change_nothing() {
         (tb(&[b"10", b"1", b"*", b"-1"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b"nan"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b""]), COUNT.into()),
-        (
-            tb(&[b"10", b"1", b"*", b"18446744073709551616"]),
-            COUNT.into(),
-        ),
+        (tb(&[b"10", b"1", b"*", b"18446744073709551616"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b"\x80"]), COUNT.into()),
         (tb(&[b"10", b"1"]), arity("RL.TOKENBUCKET")),
         (tb(&[]), arity("RL.TOKENBUCKET")),
         (vec![b"RL.TOKENBUCKET"], arity("RL.TOKENBUCKET")),
-        (
-            tb(&[b"10", b"1", b"*", b"1", b"extra"]),
-            arity("RL.TOKENBUCKET"),
-        ),
+        (tb(&[b"10", b"1", b"*", b"1", b"extra"]), arity("RL.TOKENBUCKET")),
     ];
     assert!(cases.len() >= 25);
     for (args, expected) in &cases {
         assert_eq!(&error(con, args), expected, "{args:?}");
-        assert_eq!(
-            (dump(con, "k"), pexpiretime(con, "k")),
-            before,
-            "{args:?} changed the key"
-        );
+        assert_eq!((dump(con, "k"), pexpiretime(con, "k")), before, "{args:?} changed the key");
     }
     // Errors create no key either.
-    assert_eq!(
-        error(con, &[b"RL.TOKENBUCKET", b"fresh", b"0", b"1", b"*"]),
-        CAPACITY
-    );
+    assert_eq!(error(con, &[b"RL.TOKENBUCKET", b"fresh", b"0", b"1", b"*"]), CAPACITY);
     let exists: i64 = redis::cmd("EXISTS").arg("fresh").query(con).unwrap();
     assert_eq!(exists, 0);
     let pong: String = redis::cmd("PING").query(con).unwrap();
@@ -111,12 +92,7 @@ fn keys_of_other_types_are_wrongtype_and_untouched() {
     let con = &mut server.connect();
     let _: () = redis::cmd("SET").arg("string").arg("v").query(con).unwrap();
     let _: () = redis::cmd("RPUSH").arg("list").arg("v").query(con).unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg("hash")
-        .arg("f")
-        .arg("v")
-        .query(con)
-        .unwrap();
+    let _: () = redis::cmd("HSET").arg("hash").arg("f").arg("v").query(con).unwrap();
     let _: () = redis::cmd("SADD").arg("set").arg("v").query(con).unwrap();
     for key in ["string", "list", "hash", "set"] {
         let before = dump(con, key);
@@ -134,80 +110,24 @@ fn keys_of_other_types_are_wrongtype_and_untouched() {
 fn bad_setstate_calls_change_nothing() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
-    assert_eq!(
-        ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0],
-        1
-    );
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0], 1);
     let before = (dump(con, "k"), pexpiretime(con, "k"));
     let cases: Vec<(Vec<&[u8]>, String)> = vec![
-        (
-            vec![b"RL.SETSTATE", b"k", b"LEAKY", b"1", b"1"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"-1", b"1"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"x"],
-            STATE.into(),
-        ),
-        (
-            vec![
-                b"RL.SETSTATE",
-                b"k",
-                b"TOKENBUCKET",
-                b"1",
-                b"1",
-                b"EX",
-                b"1",
-            ],
-            STATE.into(),
-        ),
-        (
-            vec![
-                b"RL.SETSTATE",
-                b"k",
-                b"TOKENBUCKET",
-                b"1",
-                b"1",
-                b"PXAT",
-                b"-5",
-            ],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"1", b"4", b"1"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"0"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5"],
-            STATE.into(),
-        ),
-        (
-            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET"],
-            arity("RL.SETSTATE"),
-        ),
+        (vec![b"RL.SETSTATE", b"k", b"LEAKY", b"1", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"-1", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"x"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"EX", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT", b"-5"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"1", b"4", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"0"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET"], arity("RL.SETSTATE")),
         (vec![b"RL.SETSTATE", b"k"], arity("RL.SETSTATE")),
     ];
     for (args, expected) in &cases {
         assert_eq!(&error(con, args), expected, "{args:?}");
-        assert_eq!(
-            (dump(con, "k"), pexpiretime(con, "k")),
-            before,
-            "{args:?} changed the key"
-        );
+        assert_eq!((dump(con, "k"), pexpiretime(con, "k")), before, "{args:?} changed the key");
     }
 }

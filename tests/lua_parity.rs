@@ -35,10 +35,7 @@ fn random_sequence(rng: &mut StdRng, capacity: u64, rate_milli: u64) -> Vec<Call
                 7..=8 => rng.gen_range(0..=capacity),
                 _ => rng.gen_range(1..=capacity + 2),
             };
-            Call {
-                now: format!("{}.{:03}", now_ms / 1000, now_ms % 1000),
-                n,
-            }
+            Call { now: format!("{}.{:03}", now_ms / 1000, now_ms % 1000), n }
         })
         .collect()
 }
@@ -54,11 +51,7 @@ fn module_agrees_with_the_lua_script() {
     let script =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/token_bucket.lua"))
             .expect("lua/token_bucket.lua");
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(script)
-        .query(con)
-        .unwrap();
+    let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(script).query(con).unwrap();
     let mut rng = StdRng::seed_from_u64(0x5eed);
     let (mut compared, mut allowed_total) = (0, 0);
 
@@ -74,12 +67,7 @@ fn module_agrees_with_the_lua_script() {
         let mut pipe = redis::pipe();
         pipe.atomic();
         for call in &calls {
-            let args = [
-                capacity.to_string(),
-                rate.clone(),
-                call.now.clone(),
-                call.n.to_string(),
-            ];
+            let args = [capacity.to_string(), rate.clone(), call.now.clone(), call.n.to_string()];
             pipe.cmd("RL.TOKENBUCKET").arg(&ours).arg(&args);
             pipe.cmd("EVALSHA").arg(&sha).arg(1).arg(&theirs).arg(&args);
             pipe.cmd("HGET").arg(&theirs).arg("tokens");
@@ -108,9 +96,6 @@ fn module_agrees_with_the_lua_script() {
     }
     let total = KEYS * CALLS_PER_KEY;
     eprintln!("compared {compared} of {total} calls, {allowed_total} admitted");
-    assert!(
-        compared * 10 >= total * 9,
-        "only {compared} of {total} calls compared"
-    );
+    assert!(compared * 10 >= total * 9, "only {compared} of {total} calls compared");
     assert!(allowed_total * 4 > compared as i64 && allowed_total < compared as i64);
 }

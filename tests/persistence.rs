@@ -15,22 +15,9 @@ const KEYS: [&str; 4] = ["a", "b", "c", "{user}:42"];
 fn fill(con: &mut redis::Connection, round: u64) {
     for (i, key) in KEYS.iter().enumerate() {
         let n = (i as u64 + round) % 4 + 1;
-        ints(
-            con,
-            &["RL.TOKENBUCKET", key, "50", "0.001", "*", &n.to_string()],
-        );
+        ints(con, &["RL.TOKENBUCKET", key, "50", "0.001", "*", &n.to_string()]);
     }
-    ints(
-        con,
-        &[
-            "RL.TOKENBUCKET",
-            "fixed",
-            "10",
-            "0.5",
-            "1700000000.123456",
-            "3",
-        ],
-    );
+    ints(con, &["RL.TOKENBUCKET", "fixed", "10", "0.5", "1700000000.123456", "3"]);
 }
 
 type Snapshot = Vec<(Option<Vec<u8>>, i64)>;
@@ -73,17 +60,7 @@ fn debug_reload_keeps_state() {
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
     assert_eq!(snapshot(con), before);
     // The reloaded state behaves the same: 10 - 3 = 7 tokens at t0.
-    let reply = ints(
-        con,
-        &[
-            "RL.TOKENBUCKET",
-            "fixed",
-            "10",
-            "0.5",
-            "1700000000.123456",
-            "0",
-        ],
-    );
+    let reply = ints(con, &["RL.TOKENBUCKET", "fixed", "10", "0.5", "1700000000.123456", "0"]);
     assert_eq!(reply, [1, 7, 10, 0, 6000]);
 }
 

@@ -20,12 +20,7 @@ fn replica_holds_identical_state() {
         }
         sleep(Duration::from_millis(20));
     }
-    assert_eq!(
-        info_field(r, "replication", "master_link_status"),
-        "up",
-        "{}",
-        replica.log()
-    );
+    assert_eq!(info_field(r, "replication", "master_link_status"), "up", "{}", replica.log());
 
     let keys: Vec<String> = (0..20).map(|i| format!("user:{i}")).collect();
     let mut admitted = 0;
@@ -53,21 +48,9 @@ fn replica_holds_identical_state() {
     ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "3"]);
     let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
     let offset = info_field(p, "replication", "master_repl_offset");
-    assert_eq!(
-        ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "1"])[0],
-        0
-    );
-    assert_eq!(
-        ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "4"])[3],
-        -1
-    );
-    assert_eq!(
-        ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "0"])[0],
-        1
-    );
-    assert_eq!(
-        ints(p, &["RL.TOKENBUCKET", "none", "3", "0.001", "*", "0"])[0],
-        1
-    );
+    assert_eq!(ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "1"])[0], 0);
+    assert_eq!(ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "4"])[3], -1);
+    assert_eq!(ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "0"])[0], 1);
+    assert_eq!(ints(p, &["RL.TOKENBUCKET", "none", "3", "0.001", "*", "0"])[0], 1);
     assert_eq!(info_field(p, "replication", "master_repl_offset"), offset);
 }

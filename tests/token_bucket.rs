@@ -19,28 +19,13 @@ fn worked_example_drain_and_refill() {
     // n left out means 1.
     assert_eq!(tb(con, "k", &["10", "1", "1000"]), [1, 8, 10, 0, 2000]);
     // Drain the rest at the same instant.
-    assert_eq!(
-        tb(con, "k", &["10", "1", "1000", "8"]),
-        [1, 0, 10, 0, 10000]
-    );
+    assert_eq!(tb(con, "k", &["10", "1", "1000", "8"]), [1, 0, 10, 0, 10000]);
     // A drained bucket: denied, one token is a second away.
-    assert_eq!(
-        tb(con, "k", &["10", "1", "1000", "1"]),
-        [0, 0, 10, 1000, 10000]
-    );
-    assert_eq!(
-        tb(con, "k", &["10", "1", "1000.25", "1"]),
-        [0, 0, 10, 750, 9750]
-    );
+    assert_eq!(tb(con, "k", &["10", "1", "1000", "1"]), [0, 0, 10, 1000, 10000]);
+    assert_eq!(tb(con, "k", &["10", "1", "1000.25", "1"]), [0, 0, 10, 750, 9750]);
     // 2.5 s later 2.5 tokens are back: one is taken, 1.5 stay.
-    assert_eq!(
-        tb(con, "k", &["10", "1", "1002.5", "1"]),
-        [1, 1, 10, 0, 8500]
-    );
-    assert_eq!(
-        tb(con, "k", &["10", "1", "1002.5", "2"]),
-        [0, 1, 10, 500, 8500]
-    );
+    assert_eq!(tb(con, "k", &["10", "1", "1002.5", "1"]), [1, 1, 10, 0, 8500]);
+    assert_eq!(tb(con, "k", &["10", "1", "1002.5", "2"]), [0, 1, 10, 500, 8500]);
 }
 
 #[test]
@@ -92,18 +77,9 @@ fn fractional_rate_and_microsecond_time() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
     // 0.5 tokens/s: a token every 2 s.
-    assert_eq!(
-        tb(con, "k", &["2", "0.5", "1700000000.000001", "2"]),
-        [1, 0, 2, 0, 4000]
-    );
-    assert_eq!(
-        tb(con, "k", &["2", "0.5", "1700000001.999999", "1"]),
-        [0, 0, 2, 1, 2001]
-    );
-    assert_eq!(
-        tb(con, "k", &["2", "0.5", "1700000002.000001", "1"]),
-        [1, 0, 2, 0, 4000]
-    );
+    assert_eq!(tb(con, "k", &["2", "0.5", "1700000000.000001", "2"]), [1, 0, 2, 0, 4000]);
+    assert_eq!(tb(con, "k", &["2", "0.5", "1700000001.999999", "1"]), [0, 0, 2, 1, 2001]);
+    assert_eq!(tb(con, "k", &["2", "0.5", "1700000002.000001", "1"]), [1, 0, 2, 0, 4000]);
 }
 
 #[test]
@@ -120,10 +96,7 @@ fn pttl_equals_reset_after_ms() {
         let reset = reply[4];
         assert!(reset > 0);
         // PTTL is read a moment later, so it may be a millisecond or two less.
-        assert!(
-            (reset - 2..=reset).contains(&pttl),
-            "{key}: PTTL {pttl}, reset {reset}"
-        );
+        assert!((reset - 2..=reset).contains(&pttl), "{key}: PTTL {pttl}, reset {reset}");
     }
 }
 
@@ -145,29 +118,15 @@ fn type_dump_restore_and_wrongtype() {
     let kind: String = redis::cmd("TYPE").arg("k").query(con).unwrap();
     assert_eq!(kind, "ratelimit");
     let payload = dump(con, "k").expect("a dump");
-    let _: () = redis::cmd("RESTORE")
-        .arg("copy")
-        .arg(0)
-        .arg(&payload)
-        .query(con)
-        .unwrap();
+    let _: () = redis::cmd("RESTORE").arg("copy").arg(0).arg(&payload).query(con).unwrap();
     assert_eq!(dump(con, "copy"), Some(payload));
-    assert_eq!(
-        tb(con, "copy", &["10", "1", "1000", "0"]),
-        [1, 7, 10, 0, 3000]
-    );
+    assert_eq!(tb(con, "copy", &["10", "1", "1000", "0"]), [1, 7, 10, 0, 3000]);
     let _: () = redis::cmd("COPY").arg("k").arg("copy2").query(con).unwrap();
-    assert_eq!(
-        tb(con, "copy2", &["10", "1", "1000", "0"]),
-        [1, 7, 10, 0, 3000]
-    );
+    assert_eq!(tb(con, "copy2", &["10", "1", "1000", "0"]), [1, 7, 10, 0, 3000]);
 
     let _: () = redis::cmd("SET").arg("s").arg("1").query(con).unwrap();
     let err = common::error(con, &[b"RL.TOKENBUCKET", b"s", b"10", b"1", b"1000"]);
-    assert_eq!(
-        err,
-        "WRONGTYPE Operation against a key holding the wrong kind of value"
-    );
+    assert_eq!(err, "WRONGTYPE Operation against a key holding the wrong kind of value");
     let value: String = redis::cmd("GET").arg("s").query(con).unwrap();
     assert_eq!(value, "1");
 }
@@ -200,24 +159,15 @@ fn setstate_writes_a_state_and_its_expiry() {
         t[0] * 1000 + t[1] / 1000
     };
     let at = (now_ms + 3_600_000).to_string();
-    let args = [
-        "k",
-        "TOKENBUCKET",
-        "2500000000000",
-        "1000000000",
-        "PXAT",
-        &at,
-    ];
+    let args = ["k", "TOKENBUCKET", "2500000000000", "1000000000", "PXAT", &at];
     let ok: String = redis::cmd("RL.SETSTATE").arg(&args).query(con).unwrap();
     assert_eq!(ok, "OK");
     let pexpiretime: i64 = redis::cmd("PEXPIRETIME").arg("k").query(con).unwrap();
     assert_eq!(pexpiretime.to_string(), at);
     assert_eq!(tb(con, "k", &["10", "1", "1000", "0"]), [1, 2, 10, 0, 7500]);
     // Without PXAT the key does not expire.
-    let _: String = redis::cmd("RL.SETSTATE")
-        .arg(&["k", "tokenbucket", "0", "1000000000"])
-        .query(con)
-        .unwrap();
+    let _: String =
+        redis::cmd("RL.SETSTATE").arg(&["k", "tokenbucket", "0", "1000000000"]).query(con).unwrap();
     let pttl: i64 = redis::cmd("PTTL").arg("k").query(con).unwrap();
     assert_eq!(pttl, -1);
 }

@@ -62,10 +62,7 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Th
             remaining: free(queued),
             retry_after_ms: 0,
             reset_after_ms: params.ms_for(queued),
-            store: (n > 0).then_some(State {
-                level: queued,
-                last_us,
-            }),
+            store: (n > 0).then_some(State { level: queued, last_us }),
         },
         delay_ms: params.ms_for(level),
     }
@@ -80,21 +77,12 @@ mod tests {
     const T0: u64 = 1_700_000_000 * SECOND;
 
     fn params(capacity: u64, units_per_second: u64) -> Params {
-        Params {
-            capacity,
-            refill_per_us: units_per_second * 1_000_000,
-        }
+        Params { capacity, refill_per_us: units_per_second * 1_000_000 }
     }
 
     fn reply(t: &Throttle) -> (bool, u64, i64, u64, u64) {
         let v = &t.verdict;
-        (
-            v.allowed,
-            v.remaining,
-            v.retry_after_ms,
-            v.reset_after_ms,
-            t.delay_ms,
-        )
+        (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms, t.delay_ms)
     }
 
     #[test]
@@ -120,18 +108,12 @@ mod tests {
     fn queue_drains_to_empty() {
         let p = params(3, 2);
         let s = decide(None, T0, &p, 3).verdict.store;
-        assert_eq!(
-            reply(&decide(s, T0 + 5 * SECOND, &p, 1)),
-            (true, 2, 0, 500, 0)
-        );
+        assert_eq!(reply(&decide(s, T0 + 5 * SECOND, &p, 1)), (true, 2, 0, 500, 0));
     }
 
     #[test]
     fn more_than_capacity_never_fits() {
-        assert_eq!(
-            reply(&decide(None, T0, &params(3, 1), 4)),
-            (false, 3, -1, 0, 0)
-        );
+        assert_eq!(reply(&decide(None, T0, &params(3, 1), 4)), (false, 3, -1, 0, 0));
     }
 
     #[test]
@@ -145,10 +127,7 @@ mod tests {
     fn backwards_clock_counts_as_no_time() {
         let p = params(4, 1);
         let s = decide(None, T0, &p, 2).verdict.store;
-        assert_eq!(
-            reply(&decide(s, T0 - SECOND, &p, 1)),
-            (true, 1, 0, 3000, 2000)
-        );
+        assert_eq!(reply(&decide(s, T0 - SECOND, &p, 1)), (true, 1, 0, 3000, 2000));
     }
 
     proptest! {

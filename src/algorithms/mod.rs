@@ -26,13 +26,7 @@ pub struct Verdict<S> {
 
 impl<S> Verdict<S> {
     fn denied(remaining: u64, retry_after_ms: i64, reset_after_ms: u64) -> Self {
-        Verdict {
-            allowed: false,
-            remaining,
-            retry_after_ms,
-            reset_after_ms,
-            store: None,
-        }
+        Verdict { allowed: false, remaining, retry_after_ms, reset_after_ms, store: None }
     }
 }
 

@@ -90,12 +90,7 @@ impl Log {
         let count_start = start + delta_len;
         let (count, count_len) = get_varint(self.runs.get(count_start..)?)?;
         let at_us = previous_us.checked_add(delta)?;
-        Some(Run {
-            at_us,
-            count,
-            end: count_start + count_len,
-            count_start,
-        })
+        Some(Run { at_us, count, end: count_start + count_len, count_start })
     }
 
     /// Bytes of memory the log holds, for MEMORY USAGE.
@@ -104,11 +99,7 @@ impl Log {
     }
 
     fn push(&mut self, at_us: u64, count: u64) {
-        let delta = if self.total == 0 {
-            0
-        } else {
-            at_us.saturating_sub(self.last_us)
-        };
+        let delta = if self.total == 0 { 0 } else { at_us.saturating_sub(self.last_us) };
         if self.total == 0 {
             self.first_us = at_us;
         }
@@ -159,19 +150,11 @@ pub fn decide(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdic
     let log = log.unwrap_or(&empty);
     let now_us = now_us.max(log.last_us);
     let cutoff_us = now_us.saturating_sub(params.window_us);
-    let gone: u64 = log
-        .runs()
-        .take_while(|&(at, _)| at <= cutoff_us)
-        .map(|(_, c)| c)
-        .sum();
+    let gone: u64 = log.runs().take_while(|&(at, _)| at <= cutoff_us).map(|(_, c)| c).sum();
     let count = log.total.saturating_sub(gone);
     let limit = params.limit;
     let leaves_at = |at_us: u64| ms_between(now_us, at_us.saturating_add(params.window_us));
-    let reset_after_ms = if count == 0 {
-        0
-    } else {
-        leaves_at(log.last_us)
-    };
+    let reset_after_ms = if count == 0 { 0 } else { leaves_at(log.last_us) };
 
     if n > limit {
         return Verdict::denied(limit.saturating_sub(count), -1, reset_after_ms);
@@ -195,16 +178,8 @@ pub fn decide(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdic
         allowed: true,
         remaining: limit - count - n,
         retry_after_ms: 0,
-        reset_after_ms: if n > 0 {
-            leaves_at(now_us)
-        } else {
-            reset_after_ms
-        },
-        store: (n > 0).then_some(Append {
-            cutoff_us,
-            at_us: now_us,
-            count: n,
-        }),
+        reset_after_ms: if n > 0 { leaves_at(now_us) } else { reset_after_ms },
+        store: (n > 0).then_some(Append { cutoff_us, at_us: now_us, count: n }),
     }
 }
 
@@ -230,34 +205,22 @@ mod tests {
 
     #[test]
     fn counts_exactly_the_last_window() {
-        let p = Params {
-            limit: 3,
-            window_us: 10 * SECOND,
-        };
+        let p = Params { limit: 3, window_us: 10 * SECOND };
         let mut log = None;
         assert_eq!(run(&mut log, T0, &p, 1), (true, 2, 0, 10_000));
         assert_eq!(run(&mut log, T0 + 4 * SECOND, &p, 2), (true, 0, 0, 10_000));
         // Full until the unit of T0 leaves at T0 + 10 s.
-        assert_eq!(
-            run(&mut log, T0 + 9 * SECOND, &p, 1),
-            (false, 0, 1000, 5000)
-        );
+        assert_eq!(run(&mut log, T0 + 9 * SECOND, &p, 1), (false, 0, 1000, 5000));
         assert_eq!(run(&mut log, T0 + 10 * SECOND, &p, 1), (true, 0, 0, 10_000));
         // The run of T0 was trimmed.
         let log = log.unwrap();
-        assert_eq!(
-            log.runs().collect::<Vec<_>>(),
-            [(T0 + 4 * SECOND, 2), (T0 + 10 * SECOND, 1)]
-        );
+        assert_eq!(log.runs().collect::<Vec<_>>(), [(T0 + 4 * SECOND, 2), (T0 + 10 * SECOND, 1)]);
         assert_eq!((log.first_us, log.total), (T0 + 4 * SECOND, 3));
     }
 
     #[test]
     fn retry_waits_for_enough_units_to_leave() {
-        let p = Params {
-            limit: 4,
-            window_us: SECOND,
-        };
+        let p = Params { limit: 4, window_us: SECOND };
         let mut log = None;
         run(&mut log, T0, &p, 1);
         run(&mut log, T0 + 100_000, &p, 2);
@@ -268,10 +231,7 @@ mod tests {
 
     #[test]
     fn no_burst_across_a_window_edge() {
-        let p = Params {
-            limit: 5,
-            window_us: SECOND,
-        };
+        let p = Params { limit: 5, window_us: SECOND };
         let mut log = None;
         assert!(run(&mut log, T0 + 999_000, &p, 5).0);
         assert!(!run(&mut log, T0 + 1_001_000, &p, 1).0);
@@ -279,10 +239,7 @@ mod tests {
 
     #[test]
     fn peek_and_too_many() {
-        let p = Params {
-            limit: 2,
-            window_us: SECOND,
-        };
+        let p = Params { limit: 2, window_us: SECOND };
         assert_eq!(reply(&decide(None, T0, &p, 0)), (true, 2, 0, 0));
         assert_eq!(reply(&decide(None, T0, &p, 3)), (false, 2, -1, 0));
     }
@@ -299,10 +256,7 @@ mod tests {
 
     #[test]
     fn a_thousand_units_take_under_eight_bytes_each() {
-        let p = Params {
-            limit: 1000,
-            window_us: 60 * SECOND,
-        };
+        let p = Params { limit: 1000, window_us: 60 * SECOND };
         let mut log = None;
         for i in 0..1000 {
             assert!(run(&mut log, T0 + i * 59_000, &p, 1).0);

@@ -6,7 +6,7 @@
 //! with windows aligned to the epoch as in the fixed window. All of it is
 //! computed multiplied by `window`, in integers, so nothing is rounded.
 
-use super::fixed_window::{Params, ms_between};
+use super::fixed_window::{Params, ms_between, window_start};
 use super::{Verdict, ceil_div};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,10 +67,10 @@ impl Counts {
 pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
     let w = params.window_us;
     let now_us = stored.map_or(now_us, |s| now_us.max(s.last_us));
-    let window_start = now_us - now_us % w;
-    let (previous, current) = match stored {
-        Some(s) if s.last_us - s.last_us % w == window_start => (s.previous, s.current),
-        Some(s) if (s.last_us - s.last_us % w).saturating_add(w) == window_start => (s.current, 0),
+    let window_start = window_start(now_us, w);
+    let (previous, current) = match stored.map(|s| (s, self::window_start(s.last_us, w))) {
+        Some((s, start)) if start == window_start => (s.previous, s.current),
+        Some((s, start)) if start.saturating_add(w) == window_start => (s.current, 0),
         _ => (0, 0),
     };
     let counts = Counts {
@@ -93,27 +93,16 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
     if counts.scaled_estimate(n) > u128::from(limit) * counts.window_us {
         let wait_ms = ceil_div(counts.wait_for(limit, n), 1000);
         let retry_after_ms = i64::try_from(wait_ms).unwrap_or(i64::MAX);
-        return Verdict::denied(
-            counts.remaining(limit),
-            retry_after_ms,
-            reset_after_ms(current),
-        );
+        return Verdict::denied(counts.remaining(limit), retry_after_ms, reset_after_ms(current));
     }
     let current = current + n;
-    let after = Counts {
-        current: u128::from(current),
-        ..counts
-    };
+    let after = Counts { current: u128::from(current), ..counts };
     Verdict {
         allowed: true,
         remaining: after.remaining(limit),
         retry_after_ms: 0,
         reset_after_ms: reset_after_ms(current),
-        store: (n > 0).then_some(State {
-            last_us: now_us,
-            previous,
-            current,
-        }),
+        store: (n > 0).then_some(State { last_us: now_us, previous, current }),
     }
 }
 
@@ -131,22 +120,12 @@ mod tests {
 
     #[test]
     fn previous_window_is_weighted_by_its_overlap() {
-        let p = Params {
-            limit: 10,
-            window_us: 10 * SECOND,
-        };
+        let p = Params { limit: 10, window_us: 10 * SECOND };
         let s = decide(None, T0 + 5 * SECOND, &p, 8).store;
         // 2.5 s into the next window: 8 * 0.75 = 6 still count.
         let v = decide(s, T0 + 12_500_000, &p, 3);
         assert_eq!(reply(&v), (true, 1, 0, 17_500));
-        assert_eq!(
-            v.store,
-            Some(State {
-                last_us: T0 + 12_500_000,
-                previous: 8,
-                current: 3
-            })
-        );
+        assert_eq!(v.store, Some(State { last_us: T0 + 12_500_000, previous: 8, current: 3 }));
         // Now 6 + 3 = 9: 2 more wait until the estimate falls to 8,
         // when previous weighs 5/8: 1.25 s later.
         let w = decide(v.store, T0 + 12_500_000, &p, 2);
@@ -155,10 +134,7 @@ mod tests {
 
     #[test]
     fn no_burst_across_the_edge() {
-        let p = Params {
-            limit: 5,
-            window_us: SECOND,
-        };
+        let p = Params { limit: 5, window_us: SECOND };
         let s = decide(None, T0 + 999_000, &p, 5).store;
         let v = decide(s, T0 + 1_001_000, &p, 1);
         assert!(!v.allowed);
@@ -168,25 +144,16 @@ mod tests {
 
     #[test]
     fn retry_can_lie_in_the_next_window() {
-        let p = Params {
-            limit: 4,
-            window_us: SECOND,
-        };
+        let p = Params { limit: 4, window_us: SECOND };
         let s = decide(None, T0 + 100_000, &p, 4).store;
         // Nothing in the previous window: 4 more need current's weight to
         // fall to 0, at the end of the next window.
-        assert_eq!(
-            reply(&decide(s, T0 + 100_000, &p, 4)),
-            (false, 0, 1900, 1900)
-        );
+        assert_eq!(reply(&decide(s, T0 + 100_000, &p, 4)), (false, 0, 1900, 1900));
     }
 
     #[test]
     fn peek_and_too_many() {
-        let p = Params {
-            limit: 4,
-            window_us: SECOND,
-        };
+        let p = Params { limit: 4, window_us: SECOND };
         assert_eq!(reply(&decide(None, T0, &p, 0)), (true, 4, 0, 0));
         assert_eq!(reply(&decide(None, T0, &p, 5)), (false, 4, -1, 0));
         assert_eq!(decide(None, T0, &p, 0).store, None);

@@ -75,10 +75,7 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
         remaining: left / PICO_PER_UNIT,
         retry_after_ms: 0,
         reset_after_ms: reset_after_ms(left),
-        store: (n > 0).then_some(State {
-            tokens: left,
-            last_us,
-        }),
+        store: (n > 0).then_some(State { tokens: left, last_us }),
     }
 }
 
@@ -91,10 +88,7 @@ mod tests {
     const T0: u64 = 1_700_000_000 * SECOND;
 
     fn params(capacity: u64, tokens_per_second: u64) -> Params {
-        Params {
-            capacity,
-            refill_per_us: tokens_per_second * 1_000_000,
-        }
+        Params { capacity, refill_per_us: tokens_per_second * 1_000_000 }
     }
 
     fn reply(v: &Verdict<State>) -> (bool, u64, i64, u64) {
@@ -105,13 +99,7 @@ mod tests {
     fn fresh_bucket_is_full_and_takes_one() {
         let v = decide(None, T0, &params(10, 1), 1);
         assert_eq!(reply(&v), (true, 9, 0, 1000));
-        assert_eq!(
-            v.store,
-            Some(State {
-                tokens: 9 * PICO_PER_UNIT,
-                last_us: T0
-            })
-        );
+        assert_eq!(v.store, Some(State { tokens: 9 * PICO_PER_UNIT, last_us: T0 }));
     }
 
     #[test]
@@ -163,10 +151,7 @@ mod tests {
     #[test]
     fn fractional_rate_is_exact() {
         // 0.000003 tokens/s is 3 pico-tokens per microsecond.
-        let p = Params {
-            capacity: 1,
-            refill_per_us: 3,
-        };
+        let p = Params { capacity: 1, refill_per_us: 3 };
         let s = decide(None, T0, &p, 1).store;
         let one_token_us = PICO_PER_UNIT / 3 + 1; // 333_333.34 s, rounded up
         assert!(!decide(s, T0 + one_token_us - 1, &p, 1).allowed);
@@ -176,14 +161,8 @@ mod tests {
 
     #[test]
     fn huge_values_saturate() {
-        let p = Params {
-            capacity: MAX_CAPACITY,
-            refill_per_us: u64::MAX,
-        };
-        let s = Some(State {
-            tokens: 0,
-            last_us: 0,
-        });
+        let p = Params { capacity: MAX_CAPACITY, refill_per_us: u64::MAX };
+        let s = Some(State { tokens: 0, last_us: 0 });
         let v = decide(s, u64::MAX, &p, MAX_CAPACITY);
         assert_eq!(reply(&v), (true, 0, 0, 1));
     }

@@ -12,16 +12,10 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub fn module_path() -> PathBuf {
-    let path = std::env::var_os("RATELIMIT_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: run `make build` first",
-        path.display()
-    );
+    let path = std::env::var_os("RATELIMIT_MODULE").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so")
+    });
+    assert!(path.exists(), "{} is missing: run `make build` first", path.display());
     path
 }
 
@@ -47,12 +41,7 @@ impl Server {
 
     fn spawn(dir: TempDir, args: Vec<String>) -> Server {
         let (child, port) = spawn_ready(dir.path(), &args);
-        Server {
-            child,
-            port,
-            dir,
-            args,
-        }
+        Server { child, port, dir, args }
     }
 
     pub fn connect(&self) -> redis::Connection {
