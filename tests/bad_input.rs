@@ -131,3 +131,66 @@ fn bad_setstate_calls_change_nothing() {
         assert_eq!((dump(con, "k"), pexpiretime(con, "k")), before, "{args:?} changed the key");
     }
 }
+
+const LIMIT: &str = "ERR limit must be a positive integer";
+const WINDOW: &str = "ERR window must be a decimal number of seconds, at least 0.001";
+
+#[test]
+fn bad_calls_of_the_other_commands_change_nothing() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let bucket: [(&[u8], &[u8]); 6] = [
+        (b"0", CAPACITY.as_bytes()),
+        (b"nan", CAPACITY.as_bytes()),
+        (b"18446745", CAPACITY.as_bytes()),
+        (b"-1", CAPACITY.as_bytes()),
+        (b"", CAPACITY.as_bytes()),
+        (b"\xff", CAPACITY.as_bytes()),
+    ];
+    let window_limits: [(&[u8], &[u8]); 6] = [
+        (b"0", LIMIT.as_bytes()),
+        (b"nan", LIMIT.as_bytes()),
+        (b"18446744073709551616", LIMIT.as_bytes()),
+        (b"-1", LIMIT.as_bytes()),
+        (b"1.5", LIMIT.as_bytes()),
+        (b"\xff", LIMIT.as_bytes()),
+    ];
+    for command in ["RL.LEAKYBUCKET", "RL.FIXEDWINDOW", "RL.SLIDINGWINDOW", "RL.SLIDINGLOG"] {
+        let key = command.as_bytes();
+        let is_bucket = command == "RL.LEAKYBUCKET";
+        let good_second: &[u8] = if is_bucket { b"1" } else { b"10" };
+        assert_eq!(ints(con, &[command, command, "10", "10", "*", "3"])[0], 1);
+        let before = (dump(con, command), pexpiretime(con, command));
+        let mut cases: Vec<(Vec<&[u8]>, String)> = Vec::new();
+        let firsts = if is_bucket { &bucket } else { &window_limits };
+        for (first, message) in firsts {
+            let message = String::from_utf8(message.to_vec()).unwrap();
+            cases.push((vec![key, key, first, good_second, b"*"], message));
+        }
+        let seconds: [&[u8]; 8] = [b"nan", b"inf", b"0", b"-1", b"", b"1e3", b"\xff", b"1e400"];
+        for second in seconds {
+            let message = if is_bucket { RATE } else { WINDOW };
+            cases.push((vec![key, key, b"10", second, b"*"], message.into()));
+        }
+        if !is_bucket {
+            cases.push((vec![key, key, b"10", b"0.0009", b"*"], WINDOW.into()));
+        }
+        for now in [&b"nan"[..], b"-1", b"inf", b"", b"**", b"\xfe"] {
+            cases.push((vec![key, key, b"10", good_second, now], NOW.into()));
+        }
+        for n in [&b"-1"[..], b"1.5", b"", b"nan", b"18446744073709551616"] {
+            cases.push((vec![key, key, b"10", good_second, b"*", n], COUNT.into()));
+        }
+        cases.push((vec![key, key, b"10", good_second], arity(command)));
+        cases.push((vec![key, key], arity(command)));
+        cases.push((vec![key], arity(command)));
+        cases.push((vec![key, key, b"10", good_second, b"*", b"1", b"x"], arity(command)));
+        for (args, expected) in &cases {
+            assert_eq!(&error(con, args), expected, "{args:?}");
+            let now = (dump(con, command), pexpiretime(con, command));
+            assert_eq!(now, before, "{args:?} changed the key");
+        }
+    }
+    let pong: String = redis::cmd("PING").query(con).unwrap();
+    assert_eq!(pong, "PONG");
+}

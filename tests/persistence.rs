@@ -9,25 +9,42 @@ use std::time::Duration;
 
 use common::{Server, dump, info_field, ints};
 
-const KEYS: [&str; 4] = ["a", "b", "c", "{user}:42"];
+/// Every kind of limiter, each with parameters under which nothing expires
+/// while a test runs.
+const LIMITERS: [(&str, [&str; 2]); 5] = [
+    ("RL.TOKENBUCKET", ["50", "0.001"]),
+    ("RL.LEAKYBUCKET", ["50", "0.001"]),
+    ("RL.FIXEDWINDOW", ["50", "1000000"]),
+    ("RL.SLIDINGWINDOW", ["50", "1000000"]),
+    ("RL.SLIDINGLOG", ["50", "1000000"]),
+];
+const KEYS: [&str; 3] = ["a", "b", "{user}:42"];
 
-/// Limiters in various states, with slow refill so nothing expires mid-test.
+fn names() -> impl Iterator<Item = String> {
+    LIMITERS.iter().flat_map(|(command, _)| {
+        KEYS.iter().chain(&["fixed"]).map(move |key| format!("{command}:{key}"))
+    })
+}
+
+/// Limiters of every kind in various states: on the server clock, and one
+/// each at a fixed time.
 fn fill(con: &mut redis::Connection, round: u64) {
-    for (i, key) in KEYS.iter().enumerate() {
-        let n = (i as u64 + round) % 4 + 1;
-        ints(con, &["RL.TOKENBUCKET", key, "50", "0.001", "*", &n.to_string()]);
+    for (command, [a, b]) in LIMITERS {
+        for (i, key) in KEYS.iter().enumerate() {
+            let n = ((i as u64 + round) % 4 + 1).to_string();
+            ints(con, &[command, &format!("{command}:{key}"), a, b, "*", &n]);
+        }
+        ints(con, &[command, &format!("{command}:fixed"), a, b, "1700000000.123456", "3"]);
     }
-    ints(con, &["RL.TOKENBUCKET", "fixed", "10", "0.5", "1700000000.123456", "3"]);
 }
 
 type Snapshot = Vec<(Option<Vec<u8>>, i64)>;
 
 fn snapshot(con: &mut redis::Connection) -> Snapshot {
-    KEYS.iter()
-        .chain(["fixed"].iter())
+    names()
         .map(|key| {
-            let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
-            (dump(con, key), at)
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(con).unwrap();
+            (dump(con, &key), at)
         })
         .collect()
 }
@@ -59,9 +76,10 @@ fn debug_reload_keeps_state() {
     assert_all_present(&before);
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
     assert_eq!(snapshot(con), before);
-    // The reloaded state behaves the same: 10 - 3 = 7 tokens at t0.
-    let reply = ints(con, &["RL.TOKENBUCKET", "fixed", "10", "0.5", "1700000000.123456", "0"]);
-    assert_eq!(reply, [1, 7, 10, 0, 6000]);
+    // The reloaded state behaves the same: 50 - 3 = 47 left at t0.
+    let key = "RL.TOKENBUCKET:fixed";
+    let reply = ints(con, &["RL.TOKENBUCKET", key, "50", "0.001", "1700000000.123456", "0"]);
+    assert_eq!(reply, [1, 47, 50, 0, 3_000_000]);
 }
 
 #[test]

@@ -22,18 +22,34 @@ fn replica_holds_identical_state() {
     }
     assert_eq!(info_field(r, "replication", "master_link_status"), "up", "{}", replica.log());
 
-    let keys: Vec<String> = (0..20).map(|i| format!("user:{i}")).collect();
-    let mut admitted = 0;
-    for i in 0..400 {
-        let key = &keys[i % keys.len()];
-        let n = (i % 3 + 1).to_string();
-        // capacity 30 at 50 tokens/s: some calls are denied, most admitted.
-        admitted += ints(p, &["RL.TOKENBUCKET", key, "30", "50", "*", &n])[0];
-        if i % 7 == 0 {
-            sleep(Duration::from_millis(1));
+    // Parameters under which some calls are denied and no key expires
+    // before it is compared.
+    let limiters = [
+        ("RL.TOKENBUCKET", ["30", "5"]),
+        ("RL.LEAKYBUCKET", ["30", "5"]),
+        ("RL.FIXEDWINDOW", ["30", "60"]),
+        ("RL.SLIDINGWINDOW", ["30", "60"]),
+        ("RL.SLIDINGLOG", ["30", "60"]),
+    ];
+    let mut keys = Vec::new();
+    for (command, [a, b]) in limiters {
+        let (mut admitted, mut denied) = (0, 0);
+        for i in 0..400 {
+            let key = format!("{command}:user:{}", i % 20);
+            let n = (i % 3 + 1).to_string();
+            match ints(p, &[command, &key, a, b, "*", &n])[0] {
+                1 => admitted += 1,
+                _ => denied += 1,
+            }
+            if i % 7 == 0 {
+                sleep(Duration::from_millis(1));
+            }
+            keys.push(key);
         }
+        assert!(admitted > 100 && denied > 10, "{command}: {admitted} admitted, {denied} denied");
     }
-    assert!(admitted > 100, "admitted {admitted}");
+    keys.sort();
+    keys.dedup();
     let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
     assert_eq!(acked, 1);
     for key in &keys {
@@ -43,14 +59,21 @@ fn replica_holds_identical_state() {
         let at_r: i64 = redis::cmd("PEXPIRETIME").arg(key).query(r).unwrap();
         assert_eq!(at_p, at_r, "{key}: the same absolute expiry");
     }
+    let digest = |con: &mut redis::Connection| -> String {
+        redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+    };
+    assert_eq!(digest(p), digest(r));
 
     // Denied calls and peeks propagate nothing.
-    ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "3"]);
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
-    let offset = info_field(p, "replication", "master_repl_offset");
-    assert_eq!(ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "1"])[0], 0);
-    assert_eq!(ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "4"])[3], -1);
-    assert_eq!(ints(p, &["RL.TOKENBUCKET", "full", "3", "0.001", "*", "0"])[0], 1);
-    assert_eq!(ints(p, &["RL.TOKENBUCKET", "none", "3", "0.001", "*", "0"])[0], 1);
-    assert_eq!(info_field(p, "replication", "master_repl_offset"), offset);
+    for (command, [_, b]) in limiters {
+        let key = format!("{command}:full");
+        assert_eq!(ints(p, &[command, &key, "3", b, "*", "3"])[0], 1);
+        let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
+        let offset = info_field(p, "replication", "master_repl_offset");
+        assert_eq!(ints(p, &[command, &key, "3", b, "*", "1"])[0], 0, "{command}");
+        assert_eq!(ints(p, &[command, &key, "3", b, "*", "4"])[3], -1, "{command}");
+        assert_eq!(ints(p, &[command, &key, "3", b, "*", "0"])[0], 1, "{command}");
+        assert_eq!(ints(p, &[command, "none", "3", b, "*", "0"])[0], 1, "{command}");
+        assert_eq!(info_field(p, "replication", "master_repl_offset"), offset, "{command}");
+    }
 }
