@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make bench: requests/s of INCR, the seed's Lua token bucket (EVALSHA) and
-# RL.TOKENBUCKET on random keys, at pipelining 1 and 16 with 50 clients, all
-# against one redis-server started here, so the ratios to INCR compare like
-# with like on a noisy machine. Then usec_per_call and used_memory per key.
+# the five RL.* commands on random keys, at pipelining 1 and 16 with 50
+# clients, all against one redis-server started here, so the ratios to INCR
+# compare like with like on a noisy machine. Then usec_per_call and
+# used_memory per key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ rps() {
 }
 
 printf '%-16s %10s %14s %10s %14s\n' command "P=1 rps" "P=1 vs INCR" "P=16 rps" "P=16 vs INCR"
+cli config resetstat >/dev/null
 declare -A base
 for pipeline in 1 16; do base[$pipeline]=$(rps "$pipeline" INCR key:__rand_int__); done
 row() {
@@ -43,12 +45,15 @@ measure() {
   row "$name" "$(rps 1 "$@")" "$(rps 16 "$@")"
 }
 row INCR "${base[1]}" "${base[16]}"
-measure "Lua EVALSHA" EVALSHA "$sha" 1 tb:__rand_int__ 100 10 "$now" 1
-cli config resetstat >/dev/null
-measure RL.TOKENBUCKET RL.TOKENBUCKET rl:__rand_int__ 100 10 '*' 1
+measure "Lua EVALSHA" EVALSHA "$sha" 1 lua:__rand_int__ 100 10 "$now" 1
+measure RL.TOKENBUCKET RL.TOKENBUCKET tb:__rand_int__ 100 10 '*' 1
+measure RL.LEAKYBUCKET RL.LEAKYBUCKET lb:__rand_int__ 100 10 '*' 1
+measure RL.FIXEDWINDOW RL.FIXEDWINDOW fw:__rand_int__ 100 60 '*' 1
+measure RL.SLIDINGWINDOW RL.SLIDINGWINDOW sw:__rand_int__ 100 60 '*' 1
+measure RL.SLIDINGLOG RL.SLIDINGLOG sl:__rand_int__ 100 60 '*' 1
 echo
-cli info commandstats | grep -i 'cmdstat_rl.tokenbucket' | tr -d '\r' \
-  | sed 's/.*usec_per_call=\([0-9.]*\).*/RL.TOKENBUCKET usec_per_call: \1/'
+cli info commandstats | tr -d '\r' | grep -iE 'cmdstat_(incr|rl\.)' \
+  | sed 's/cmdstat_\([^:]*\):.*usec_per_call=\([0-9.]*\).*/\1 usec_per_call: \2/'
 
 # bytes NAME SCRIPT: used_memory per key after SCRIPT creates $keys keys.
 bytes() {
@@ -65,4 +70,9 @@ bytes "SET key 1 EX 60" "redis.call('SET', k, 1, 'EX', 60)"
 # EVALSHA, so its two writes are spelled out).
 bytes "Lua token bucket (hash + EXPIRE)" \
   "redis.call('HSET', k, 'tokens', 99, 'last_updated', '$now') redis.call('EXPIRE', k, 20000)"
-bytes "RL.TOKENBUCKET" "redis.call('RL.TOKENBUCKET', k, 100, 0.01, '*', 1)"
+for command in RL.TOKENBUCKET RL.LEAKYBUCKET; do
+  bytes "$command" "redis.call('$command', k, 100, 0.01, '*', 1)"
+done
+for command in RL.FIXEDWINDOW RL.SLIDINGWINDOW RL.SLIDINGLOG; do
+  bytes "$command" "redis.call('$command', k, 100, 3600, '*', 1)"
+done

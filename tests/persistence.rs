@@ -151,3 +151,20 @@ fn bgrewriteaof_with_rdb_preamble_keeps_state() {
 fn bgrewriteaof_with_commands_keeps_state() {
     rewrite_then_restart("no");
 }
+
+/// A DUMP made by the first release (RDB encoding 1, token buckets only):
+/// `RL.TOKENBUCKET k 10 1 1000 3`, so 7 tokens at t = 1000 s.
+#[test]
+fn loads_encoding_version_1() {
+    let hex = include_str!("fixtures/token-bucket-encoding-1.dump.hex").trim();
+    let payload: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let _: () = redis::cmd("RESTORE").arg("k").arg(0).arg(payload).query(con).unwrap();
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "1000", "0"]), [1, 7, 10, 0, 3000]);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "1000", "1"]), [1, 6, 10, 0, 4000]);
+}
