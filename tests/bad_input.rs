@@ -24,7 +24,8 @@ fn pexpiretime(con: &mut redis::Connection, key: &str) -> i64 {
 fn bad_token_bucket_calls_change_nothing() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
-    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0], 1);
+    // A slow refill: the key must outlive the test unchanged.
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "0.001", "*", "3"])[0], 1);
     let before = (dump(con, "k"), pexpiretime(con, "k"));
 
     let tb = |rest: &[&'static [u8]]| -> Vec<&'static [u8]> {
@@ -110,7 +111,8 @@ fn keys_of_other_types_are_wrongtype_and_untouched() {
 fn bad_setstate_calls_change_nothing() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
-    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "*", "3"])[0], 1);
+    // A slow refill: the key must outlive the test unchanged.
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "0.001", "*", "3"])[0], 1);
     let before = (dump(con, "k"), pexpiretime(con, "k"));
     let cases: Vec<(Vec<&[u8]>, String)> = vec![
         (vec![b"RL.SETSTATE", b"k", b"LEAKY", b"1", b"1"], STATE.into()),
@@ -159,7 +161,9 @@ fn bad_calls_of_the_other_commands_change_nothing() {
         let key = command.as_bytes();
         let is_bucket = command == "RL.LEAKYBUCKET";
         let good_second: &[u8] = if is_bucket { b"1" } else { b"10" };
-        assert_eq!(ints(con, &[command, command, "10", "10", "*", "3"])[0], 1);
+        // Slow enough that the key outlives the test unchanged.
+        let slow = if is_bucket { "0.001" } else { "100000" };
+        assert_eq!(ints(con, &[command, command, "10", slow, "*", "3"])[0], 1);
         let before = (dump(con, command), pexpiretime(con, command));
         let mut cases: Vec<(Vec<&[u8]>, String)> = Vec::new();
         let firsts = if is_bucket { &bucket } else { &window_limits };

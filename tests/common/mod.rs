@@ -158,3 +158,26 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> St
         .trim()
         .to_string()
 }
+
+/// The server's clock in Unix milliseconds.
+pub fn server_ms(con: &mut redis::Connection) -> i64 {
+    let time: Vec<i64> = redis::cmd("TIME").query(con).unwrap();
+    time[0] * 1000 + time[1] / 1000
+}
+
+/// Runs a limiter call and checks that its key expires `reset_after_ms`
+/// after the server's clock at the call: PEXPIRETIME - reset_after_ms lies
+/// between the clock read just before and just after. Returns the reply.
+pub fn assert_expires_at_reset(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
+    let before = server_ms(con);
+    let reply = ints(con, args);
+    let after = server_ms(con);
+    let at: i64 = redis::cmd("PEXPIRETIME").arg(args[1]).query(con).unwrap();
+    let reset = reply[4];
+    assert!(reset > 0, "{args:?}: {reply:?}");
+    assert!(
+        (before..=after).contains(&(at - reset)),
+        "{args:?}: expires at {at}, reset {reset}, clock {before}..{after}"
+    );
+    reply
+}
