@@ -1,7 +1,9 @@
 //! Glue between Redis and the math: parse, open the key, load the state,
 //! decide, store, expire, replicate, reply. No arithmetic on limits here.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue, Status, raw};
+use std::ffi::CStr;
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
 use crate::algorithms::sliding_log::{self, Log};
 use crate::algorithms::{Verdict, fixed_window, leaky_bucket, sliding_window, token_bucket};
@@ -10,24 +12,11 @@ use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
 use crate::state::{Fields, Stored};
-
-/// At load: keys are signalled as modified (WATCH, client tracking) only
-/// when a command really changes them, as Redis's own commands do, not
-/// whenever one is opened for writing.
-pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    // SAFETY: called from RedisModule_OnLoad with a valid context.
-    unsafe {
-        raw::RedisModule_SetModuleOptions.unwrap()(
-            ctx.get_raw(),
-            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32,
-        )
-    };
-    Status::Ok
-}
+use crate::stats::{self, Counters};
 
 /// `RL.TOKENBUCKET key capacity rate now [n]`
 pub fn token_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run_fixed(ctx, &argv, args::bucket_call, |state, now_us, call| {
+    run_fixed(ctx, &argv, &stats::TOKEN_BUCKET, args::bucket_call, |state, now_us, call| {
         (token_bucket::decide(state, now_us, &call.params, call.n), None)
     })
 }
@@ -35,7 +24,7 @@ pub fn token_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 /// `RL.LEAKYBUCKET key capacity rate now [n]`: replies with a sixth field,
 /// `delay_ms`.
 pub fn leaky_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run_fixed(ctx, &argv, args::bucket_call, |state, now_us, call| {
+    run_fixed(ctx, &argv, &stats::LEAKY_BUCKET, args::bucket_call, |state, now_us, call| {
         let throttle = leaky_bucket::decide(state, now_us, &call.params, call.n);
         (throttle.verdict, Some(throttle.delay_ms))
     })
@@ -43,14 +32,14 @@ pub fn leaky_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 
 /// `RL.FIXEDWINDOW key limit window now [n]`
 pub fn fixed_window(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run_fixed(ctx, &argv, args::window_call, |state, now_us, call| {
+    run_fixed(ctx, &argv, &stats::FIXED_WINDOW, args::window_call, |state, now_us, call| {
         (fixed_window::decide(state, now_us, &call.params, call.n), None)
     })
 }
 
 /// `RL.SLIDINGWINDOW key limit window now [n]`
 pub fn sliding_window(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run_fixed(ctx, &argv, args::window_call, |state, now_us, call| {
+    run_fixed(ctx, &argv, &stats::SLIDING_WINDOW, args::window_call, |state, now_us, call| {
         (sliding_window::decide(state, now_us, &call.params, call.n), None)
     })
 }
@@ -73,6 +62,7 @@ type Decide<T, P> = fn(Option<T>, u64, &Call<P>) -> (Verdict<T>, Option<u64>);
 fn run_fixed<T: Fields, P>(
     ctx: &Context,
     argv: &[RedisString],
+    counters: &Counters,
     parse: fn(&[RedisString]) -> Result<Call<P>, Error>,
     decide: Decide<T, P>,
 ) -> RedisResult {
@@ -85,11 +75,12 @@ fn run_fixed<T: Fields, P>(
         let stored = key.get::<T>()?.copied();
         let (server_us, now_us) = resolve(call.now);
         let (verdict, delay_ms) = decide(stored, now_us, &call);
+        counters.record(verdict.allowed, call.n);
         if let Some(state) = verdict.store {
             let expire_at_ms = expire_at_ms(server_us, &verdict);
             key.put(state)?;
             key.expire_at(Some(expire_at_ms));
-            signal_modified(ctx, name);
+            signal_modified(ctx, name, counters.event);
             replicate_fields(ctx, name, &state, expire_at_ms);
         }
         reply(ctx, &verdict, call.limit, delay_ms);
@@ -107,6 +98,7 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
     let log = key.get::<Log>()?;
     let (server_us, now_us) = resolve(call.now);
     let verdict = sliding_log::decide(log.as_deref(), now_us, &call.params, call.n);
+    stats::SLIDING_LOG.record(verdict.allowed, call.n);
     if let Some(append) = verdict.store {
         match log {
             Some(log) => log.apply(append),
@@ -118,7 +110,7 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
         }
         let expire_at_ms = expire_at_ms(server_us, &verdict);
         key.expire_at(Some(expire_at_ms));
-        signal_modified(ctx, name);
+        signal_modified(ctx, name, stats::SLIDING_LOG.event);
         // The log can be long, so the replica runs the same call at the
         // same time instead of receiving it; then the absolute expiry.
         let at = format!("{}.{:06}", append.at_us / 1_000_000, append.at_us % 1_000_000);
@@ -158,7 +150,7 @@ fn run_set_state(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Erro
     }
     let (fields, expire_at_ms) = args::state_fields(rest)?;
     let key = LimiterKey::open(ctx, name);
-    let is = |name: &std::ffi::CStr| kind.eq_ignore_ascii_case(name.to_bytes());
+    let is = |name: &CStr| kind.eq_ignore_ascii_case(name.to_bytes());
     if is(token_bucket::State::NAME) {
         key.put(fixed_state::<token_bucket::State>(&fields)?)?;
     } else if is(leaky_bucket::State::NAME) {
@@ -174,7 +166,7 @@ fn run_set_state(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Erro
         return Err(Error::State);
     }
     key.expire_at(expire_at_ms);
-    signal_modified(ctx, name);
+    signal_modified(ctx, name, stats::SET_STATE_EVENT);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
@@ -202,9 +194,19 @@ fn expire_at_ms<S>(server_us: u64, verdict: &Verdict<S>) -> u64 {
     (server_us / 1000).saturating_add(verdict.reset_after_ms)
 }
 
-fn signal_modified(ctx: &Context, name: &RedisString) {
+/// Tells WATCH and client tracking that the key changed, and emits the
+/// keyspace event `event` (class `d`, module keys).
+fn signal_modified(ctx: &Context, name: &RedisString, event: &CStr) {
     // SAFETY: a valid context and key name.
-    unsafe { raw::RedisModule_SignalModifiedKey.unwrap()(ctx.get_raw(), name.inner) };
+    unsafe {
+        raw::RedisModule_SignalModifiedKey.unwrap()(ctx.get_raw(), name.inner);
+        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+            ctx.get_raw(),
+            raw::REDISMODULE_NOTIFY_MODULE,
+            event.as_ptr(),
+            name.inner,
+        );
+    }
 }
 
 /// Propagates `RL.SETSTATE key KIND field... PXAT expire_at`, the effect of

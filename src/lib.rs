@@ -10,10 +10,36 @@ mod clock;
 mod commands;
 mod error;
 mod key;
+mod metadata;
 mod state;
+mod stats;
 
 #[cfg(not(test))]
-use {commands::init, state::RATELIMIT_TYPE};
+use state::RATELIMIT_TYPE;
+
+/// At load, after the commands exist: command docs and key specs, the
+/// `INFO ratelimit` section, and
+/// keys signalled as modified (WATCH, client tracking) only when a command
+/// really changes them, as Redis's own commands do, not whenever one is
+/// opened for writing.
+fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
+    use redis_module::raw;
+    // SAFETY: called from RedisModule_OnLoad with a valid context.
+    unsafe {
+        raw::RedisModule_SetModuleOptions.unwrap()(
+            ctx.get_raw(),
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32,
+        );
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
+    };
+    match metadata::register(ctx) {
+        Ok(()) => redis_module::Status::Ok,
+        Err(message) => {
+            ctx.log_warning(&message);
+            redis_module::Status::Err
+        }
+    }
+}
 
 // Unit tests run without Redis, so without its allocator.
 #[cfg(not(test))]

@@ -13,6 +13,7 @@ use redis_module::native_types::RedisType;
 use redis_module::raw;
 
 use crate::algorithms::{fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket};
+use crate::stats;
 
 /// RDB encoding version. Version 1 held only token buckets; version 2 adds
 /// the other kinds. Both are a kind tag, then the kind's fields.
@@ -95,6 +96,7 @@ macro_rules! with_kind {
 
 pub fn into_value<T: Stored>(state: T) -> *mut c_void {
     const { assert!(align_of::<T>() >= 8) };
+    stats::value_created();
     Box::into_raw(Box::new(state)).map_addr(|address| address | T::KIND).cast()
 }
 
@@ -270,6 +272,7 @@ unsafe extern "C" fn copy(
 }
 
 unsafe extern "C" fn free(value: *mut c_void) {
+    stats::value_freed();
     let kind = kind_of(value);
     let address = value.map_addr(|address| address & !KIND_BITS);
     with_kind!(kind, T => drop(unsafe { Box::from_raw(address.cast::<T>()) }), {

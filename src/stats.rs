@@ -1,0 +1,90 @@
+//! What the commands report beyond their replies: the `INFO ratelimit`
+//! section (calls and admitted and denied units per command, and the number
+//! of limiter values in memory) and the name of each keyspace event.
+
+use std::ffi::{CStr, c_int};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use redis_module::raw;
+
+pub struct Counters {
+    /// The field name in INFO.
+    name: &'static CStr,
+    /// The keyspace event a write emits (class `d`, module keys).
+    pub event: &'static CStr,
+    calls: AtomicU64,
+    admitted_units: AtomicU64,
+    denied_units: AtomicU64,
+}
+
+impl Counters {
+    const fn new(name: &'static CStr, event: &'static CStr) -> Counters {
+        Counters {
+            name,
+            event,
+            calls: AtomicU64::new(0),
+            admitted_units: AtomicU64::new(0),
+            denied_units: AtomicU64::new(0),
+        }
+    }
+
+    pub fn record(&self, allowed: bool, n: u64) {
+        add(&self.calls, 1);
+        add(if allowed { &self.admitted_units } else { &self.denied_units }, n);
+    }
+}
+
+/// Commands run on Redis's main thread only, so a plain load and store
+/// counts right, without a locked read-modify-write on the hot path.
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+pub static TOKEN_BUCKET: Counters = Counters::new(c"tokenbucket", c"rl.tokenbucket");
+pub static LEAKY_BUCKET: Counters = Counters::new(c"leakybucket", c"rl.leakybucket");
+pub static FIXED_WINDOW: Counters = Counters::new(c"fixedwindow", c"rl.fixedwindow");
+pub static SLIDING_WINDOW: Counters = Counters::new(c"slidingwindow", c"rl.slidingwindow");
+pub static SLIDING_LOG: Counters = Counters::new(c"slidinglog", c"rl.slidinglog");
+pub const SET_STATE_EVENT: &CStr = c"rl.setstate";
+
+/// Limiter values in memory. Values may be freed on a lazy-free thread,
+/// so these are real atomic updates; they happen once per key, not per call.
+static VALUES: AtomicU64 = AtomicU64::new(0);
+
+pub fn value_created() {
+    VALUES.fetch_add(1, Relaxed);
+}
+
+pub fn value_freed() {
+    VALUES.fetch_sub(1, Relaxed);
+}
+
+/// The `ratelimit` INFO section:
+/// `keys:N` and `tokenbucket:calls=C,admitted_units=A,denied_units=D`...
+pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    // SAFETY: Redis calls this with a valid INFO context.
+    unsafe {
+        raw::RedisModule_InfoAddSection.unwrap()(ctx, c"".as_ptr());
+        raw::RedisModule_InfoAddFieldULongLong.unwrap()(
+            ctx,
+            c"keys".as_ptr(),
+            VALUES.load(Relaxed),
+        );
+        for counters in [&TOKEN_BUCKET, &LEAKY_BUCKET, &FIXED_WINDOW, &SLIDING_WINDOW, &SLIDING_LOG]
+        {
+            raw::RedisModule_InfoBeginDictField.unwrap()(ctx, counters.name.as_ptr());
+            for (field, counter) in [
+                (c"calls", &counters.calls),
+                (c"admitted_units", &counters.admitted_units),
+                (c"denied_units", &counters.denied_units),
+            ] {
+                raw::RedisModule_InfoAddFieldULongLong.unwrap()(
+                    ctx,
+                    field.as_ptr(),
+                    counter.load(Relaxed),
+                );
+            }
+            raw::RedisModule_InfoEndDictField.unwrap()(ctx);
+        }
+    }
+}

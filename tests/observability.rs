@@ -1,0 +1,179 @@
+//! What operators see: COMMAND INFO and COMMAND DOCS for every command,
+//! the INFO ratelimit section, and keyspace events.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Server, ints};
+use redis::Value;
+
+const COMMANDS: [&str; 6] = [
+    "RL.TOKENBUCKET",
+    "RL.LEAKYBUCKET",
+    "RL.FIXEDWINDOW",
+    "RL.SLIDINGWINDOW",
+    "RL.SLIDINGLOG",
+    "RL.SETSTATE",
+];
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A flat [name, value, name, value...] reply as pairs.
+fn pairs(value: &Value) -> Vec<(String, Value)> {
+    match value {
+        Value::Array(items) => items.chunks(2).map(|p| (text(&p[0]), p[1].clone())).collect(),
+        Value::Map(items) => items.iter().map(|(k, v)| (text(k), v.clone())).collect(),
+        other => panic!("not a map: {other:?}"),
+    }
+}
+
+fn field(value: &Value, name: &str) -> Value {
+    pairs(value).into_iter().find(|(k, _)| k == name).unwrap_or_else(|| panic!("no {name}")).1
+}
+
+#[test]
+fn command_info_has_flags_arity_and_key_spec() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    for command in COMMANDS {
+        let reply: Value = redis::cmd("COMMAND").arg("INFO").arg(command).query(con).unwrap();
+        let Value::Array(outer) = reply else { panic!("{reply:?}") };
+        let Value::Array(info) = &outer[0] else { panic!("{outer:?}") };
+        assert_eq!(text(&info[0]), command);
+        let arity = if command == "RL.SETSTATE" { "-4" } else { "-5" };
+        assert_eq!(text(&info[1]), arity, "{command}");
+        let Value::Array(flags) = &info[2] else { panic!() };
+        let flags: Vec<String> = flags.iter().map(text).collect();
+        for flag in ["write", "denyoom", "module"] {
+            assert!(flags.contains(&flag.to_string()), "{command}: {flags:?}");
+        }
+        assert_eq!(
+            flags.contains(&"fast".to_string()),
+            !matches!(command, "RL.SLIDINGLOG" | "RL.SETSTATE")
+        );
+        // first key, last key, step
+        assert_eq!([&info[3], &info[4], &info[5]].map(text), ["1", "1", "1"], "{command}");
+        let Value::Array(specs) = &info[8] else { panic!("{info:?}") };
+        assert_eq!(specs.len(), 1, "{command}");
+        let spec_flags: Vec<String> = match field(&specs[0], "flags") {
+            Value::Array(f) => f.iter().map(text).collect(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(spec_flags, ["RW", "access", "update"], "{command}");
+    }
+}
+
+#[test]
+fn command_docs_describe_every_argument() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let reply: Value = redis::cmd("COMMAND").arg("DOCS").arg(&COMMANDS).query(con).unwrap();
+    let docs = pairs(&reply);
+    assert_eq!(docs.len(), COMMANDS.len());
+    for (command, doc) in docs {
+        assert!(COMMANDS.contains(&command.as_str()), "{command}");
+        assert_eq!(text(&field(&doc, "since")), "0.1.0");
+        assert_eq!(text(&field(&doc, "module")), "ratelimit");
+        assert!(!text(&field(&doc, "summary")).is_empty());
+        let complexity = text(&field(&doc, "complexity"));
+        let names: Vec<String> = match field(&doc, "arguments") {
+            Value::Array(args) => args.iter().map(|a| text(&field(a, "name"))).collect(),
+            other => panic!("{other:?}"),
+        };
+        match command.as_str() {
+            "RL.TOKENBUCKET" | "RL.LEAKYBUCKET" => {
+                assert_eq!(names, ["key", "capacity", "rate", "now", "n"]);
+                assert_eq!(complexity, "O(1)");
+            }
+            "RL.SETSTATE" => assert_eq!(names, ["key", "kind", "field", "unix-time-milliseconds"]),
+            "RL.SLIDINGLOG" => {
+                assert_eq!(names, ["key", "limit", "window", "now", "n"]);
+                assert_eq!(complexity, "O(L), L the calls logged within the window");
+            }
+            _ => {
+                assert_eq!(names, ["key", "limit", "window", "now", "n"]);
+                assert_eq!(complexity, "O(1)");
+            }
+        }
+    }
+}
+
+fn info(con: &mut redis::Connection) -> Vec<(String, String)> {
+    let text: String = redis::cmd("INFO").arg("ratelimit").query(con).unwrap();
+    text.lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn info_value(con: &mut redis::Connection, name: &str) -> String {
+    info(con).into_iter().find(|(k, _)| k == name).unwrap_or_else(|| panic!("no {name}")).1
+}
+
+#[test]
+fn info_counts_calls_units_and_keys() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    assert_eq!(info_value(con, "ratelimit_keys"), "0");
+    // Token bucket: 3 admitted units in 2 calls, 5 denied in 1, a peek.
+    ints(con, &["RL.TOKENBUCKET", "a", "4", "0.001", "1000", "1"]);
+    ints(con, &["RL.TOKENBUCKET", "a", "4", "0.001", "1000", "2"]);
+    ints(con, &["RL.TOKENBUCKET", "a", "4", "0.001", "1000", "5"]);
+    ints(con, &["RL.TOKENBUCKET", "b", "4", "0.001", "1000", "0"]);
+    ints(con, &["RL.SLIDINGLOG", "c", "4", "100", "1000", "4"]);
+    ints(con, &["RL.SLIDINGLOG", "c", "4", "100", "1000", "1"]);
+    assert_eq!(info_value(con, "ratelimit_tokenbucket"), "calls=4,admitted_units=3,denied_units=5");
+    assert_eq!(info_value(con, "ratelimit_slidinglog"), "calls=2,admitted_units=4,denied_units=1");
+    assert_eq!(info_value(con, "ratelimit_leakybucket"), "calls=0,admitted_units=0,denied_units=0");
+    assert_eq!(info_value(con, "ratelimit_keys"), "2");
+    let _: () = redis::cmd("COPY").arg("a").arg("a2").query(con).unwrap();
+    assert_eq!(info_value(con, "ratelimit_keys"), "3");
+    let _: () = redis::cmd("DEL").arg(&["a", "c"]).query(con).unwrap();
+    assert_eq!(info_value(con, "ratelimit_keys"), "1");
+    let _: () = redis::cmd("FLUSHALL").arg("ASYNC").query(con).unwrap();
+    for _ in 0..100 {
+        if info_value(con, "ratelimit_keys") == "0" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("keys not counted down after FLUSHALL ASYNC");
+}
+
+#[test]
+fn writes_emit_keyspace_events_and_nothing_else_does() {
+    let server = Server::start(&["--notify-keyspace-events", "Ed"]);
+    let mut listener = server.connect();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let con = &mut server.connect();
+    let mut next = || {
+        let message = pubsub.get_message().unwrap();
+        (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap())
+    };
+    let slow = |command: &str| if command.ends_with("BUCKET") { "0.001" } else { "100000" };
+    for command in &COMMANDS[..5] {
+        let key = format!("{command}:k");
+        assert_eq!(ints(con, &[command, &key, "1", slow(command), "1000", "1"])[0], 1);
+        // Denied and peek: no event; the next one comes from another key.
+        assert_eq!(ints(con, &[command, &key, "1", slow(command), "1000", "1"])[0], 0);
+        assert_eq!(ints(con, &[command, &key, "1", slow(command), "1000", "0"])[0], 1);
+        let channel = format!("__keyevent@0__:{}", command.to_lowercase());
+        assert_eq!(next(), (channel.clone(), key));
+        assert_eq!(ints(con, &[command, "other", "1", slow(command), "1000", "1"])[0], 1);
+        assert_eq!(next(), (channel, "other".to_string()));
+        let _: () = redis::cmd("DEL").arg("other").query(con).unwrap();
+    }
+    let _: String =
+        redis::cmd("RL.SETSTATE").arg(&["s", "TOKENBUCKET", "0", "0"]).query(con).unwrap();
+    assert_eq!(next(), ("__keyevent@0__:rl.setstate".to_string(), "s".to_string()));
+}
