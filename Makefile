@@ -2,7 +2,7 @@
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
 
-.PHONY: all deps build test run bench clean
+.PHONY: all deps build test run bench cluster cluster-stop clean
 
 all: build
 
@@ -24,6 +24,12 @@ run: build
 
 bench: build
 	scripts/bench.sh
+
+cluster: build
+	scripts/cluster.sh start
+
+cluster-stop:
+	scripts/cluster.sh stop
 
 clean:
 	cargo clean
