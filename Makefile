@@ -13,9 +13,14 @@ build: deps
 	cargo build --release
 
 # Unit tests of the pure math, then integration tests that start their own
-# redis-server processes with the module loaded.
+# redis-server processes with the module loaded; then the same against
+# Valkey when it is installed (`WITH_VALKEY=1 make test` installs it).
 test: build
 	cargo test --release
+	@if command -v valkey-server >/dev/null; then \
+	  echo "== the suite again, against $$(valkey-server --version | cut -d' ' -f1-3)"; \
+	  REDIS_SERVER=valkey-server cargo test --release; \
+	else echo "== valkey-server is not installed: tested against Redis only"; fi
 
 run: build
 	@echo "redis-server on 127.0.0.1:$(PORT) with the module loaded; Ctrl-C stops it. Try:"

@@ -16,3 +16,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# With WITH_VALKEY=1 (CI sets it), also Valkey, so the suite runs against
+# it too: Debian 12 has it in bookworm-backports, added from the machine's
+# own Debian source.
+if [ "${WITH_VALKEY:-0}" = 1 ] && ! command -v valkey-server >/dev/null; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  list=/etc/apt/sources.list.d/debian.sources
+  backports=/etc/apt/sources.list.d/bookworm-backports.sources
+  if [ -f "$list" ] && grep -q bookworm "$list" && [ ! -f "$backports" ]; then
+    awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1 { sub(/Suites:[^\n]*/, "Suites: bookworm-backports"); print }' \
+      "$list" | $sudo tee "$backports" >/dev/null
+  fi
+  echo "installing: valkey-server"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -t bookworm-backports valkey-server >/dev/null
+  # The package starts a server on 6379 where it can; the tests start their own.
+  $sudo service valkey-server stop >/dev/null 2>&1 || true
+fi

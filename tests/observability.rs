@@ -177,3 +177,40 @@ fn writes_emit_keyspace_events_and_nothing_else_does() {
         redis::cmd("RL.SETSTATE").arg(&["s", "TOKENBUCKET", "0", "0"]).query(con).unwrap();
     assert_eq!(next(), ("__keyevent@0__:rl.setstate".to_string(), "s".to_string()));
 }
+
+/// Redis 7.2+ and Valkey let a module add an ACL category: there a user
+/// granted `+@ratelimit` may call the RL.* commands and nothing else. Redis
+/// 7.0 has no such API, and the category does not exist there.
+#[test]
+fn ratelimit_acl_category_where_the_server_has_them() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let info: String = redis::cmd("INFO").arg("server").query(con).unwrap();
+    let version = |name: &str| {
+        info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).map(|v| {
+            let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().unwrap_or(0)).collect();
+            (parts[0], parts[1])
+        })
+    };
+    let has_categories = version("valkey_version").is_some()
+        || version("redis_version").is_some_and(|v| v >= (7, 2));
+    let setuser: Result<(), _> = redis::cmd("ACL")
+        .arg(&["SETUSER", "limiter", "on", ">secret", "~*", "+@ratelimit"])
+        .query(con);
+    if !has_categories {
+        let message = setuser.unwrap_err().to_string();
+        assert!(message.contains("ratelimit"), "{message}");
+        return;
+    }
+    setuser.unwrap();
+    let user =
+        &mut redis::Client::open(format!("redis://limiter:secret@127.0.0.1:{}/", server.port))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+    for command in &COMMANDS[..5] {
+        assert_eq!(ints(user, &[command, command, "5", "1", "*", "1"])[0], 1, "{command}");
+    }
+    let denied = redis::cmd("GET").arg("x").query::<Option<String>>(user).unwrap_err();
+    assert_eq!(denied.code(), Some("NOPERM"));
+}
