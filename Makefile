@@ -2,7 +2,7 @@
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
 
-.PHONY: all deps build test run bench cluster cluster-stop clean
+.PHONY: all deps build test test-clients run bench cluster cluster-stop example clean
 
 all: build
 
@@ -17,10 +17,18 @@ build: deps
 # Valkey when it is installed (`WITH_VALKEY=1 make test` installs it).
 test: build
 	cargo test --release
+	$(MAKE) test-clients
 	@if command -v valkey-server >/dev/null; then \
 	  echo "== the suite again, against $$(valkey-server --version | cut -d' ' -f1-3)"; \
 	  REDIS_SERVER=valkey-server cargo test --release; \
 	else echo "== valkey-server is not installed: tested against Redis only"; fi
+
+# The TypeScript and Python clients, each against its own redis-server with
+# the module, their packages installed from the lock files.
+test-clients: build
+	cd clients/node && npm ci --no-audit --no-fund && npm test
+	cd clients/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements.lock \
+	  && .venv/bin/python -m pytest -q
 
 run: build
 	@echo "redis-server on 127.0.0.1:$(PORT) with the module loaded; Ctrl-C stops it. Try:"
@@ -35,6 +43,10 @@ cluster: build
 
 cluster-stop:
 	scripts/cluster.sh stop
+
+# An Express app on http://127.0.0.1:3000 behind the limiter, to curl.
+example: build
+	scripts/example.sh
 
 clean:
 	cargo clean
