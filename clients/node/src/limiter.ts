@@ -77,10 +77,10 @@ function policyWindow(options: LimitOptions): number {
  * `options.cost` units when it may.
  */
 export async function checkRateLimit(
-  redis: CommandSender,
   clientId: string,
-  options: LimitOptions,
+  options: LimitOptions & { redis: CommandSender },
 ): Promise<Decision> {
+  const { redis } = options;
   const key = `${options.prefix ?? 'ratelimit:'}${clientId}`;
   const reply = (await redis.sendCommand(commandFor(key, options))) as number[];
   const [allowed, remaining, limit, retryAfterMs, resetAfterMs, delayMs] = reply.map(Number);

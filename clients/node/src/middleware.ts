@@ -36,6 +36,12 @@ export const byHeader =
     return value ? `${name}:${value}` : byIp(req);
   };
 
+/** Keys by the signed-in user (`req.user.id`, as Passport and most auth middleware set it), else by address. */
+export const byUser = (req: Request): string => {
+  const user = (req as Request & { user?: { id?: string | number } }).user;
+  return user?.id === undefined ? byIp(req) : `user:${user.id}`;
+};
+
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -76,7 +82,8 @@ export function rateLimit(options: MiddlewareOptions): RequestHandler {
     const limit = typeof options.limit === 'function' ? options.limit(req) : options.limit;
     let decision;
     try {
-      decision = await withTimeout(checkRateLimit(options.redis, key(req), limit), options.timeoutMs ?? 1000);
+      const call = checkRateLimit(key(req), { ...limit, redis: options.redis });
+      decision = await withTimeout(call, options.timeoutMs ?? 1000);
     } catch (error) {
       const failOpen = options.failOpen ?? true;
       log(`rate limiter unavailable (${failOpen ? 'letting the request through' : 'refusing it'}): ${String(error)}`);

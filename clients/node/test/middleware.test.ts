@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import express from 'express';
 import { createClient } from 'redis';
 
-import { byHeader, rateLimit, type MiddlewareOptions } from '../src/index.js';
+import { byHeader, byUser, rateLimit, type MiddlewareOptions } from '../src/index.js';
 import { RedisServer } from './server.js';
 
 async function withApp(
@@ -20,6 +20,12 @@ async function withApp(
   redis.on('error', () => {});
   await redis.connect();
   const app = express();
+  // A stand-in for auth middleware: `x-user` becomes `req.user`.
+  app.use((req, _res, next) => {
+    const id = req.get('x-user');
+    if (id) Object.assign(req, { user: { id } });
+    next();
+  });
   const options = { redis, limit: { limit: 3, rate: 0.001 }, ...configure(redis) } as MiddlewareOptions;
   // A route with a limit of its own: its own key prefix keeps it apart.
   app.get('/search', rateLimit({ ...options, limit: { limit: 1, rate: 0.001, prefix: 'ratelimit:search:', policy: 'search' } }));
@@ -136,5 +142,14 @@ test('Redis down: fail closed answers 503', async () => {
     assert.equal(res.status, 503);
     assert.deepEqual(await res.json(), { error: 'rate_limiter_unavailable' });
     assert.match(lines[0], /^rate limiter unavailable \(refusing it\): /);
+  });
+});
+
+test('keyed by user: each signed-in user has their own limit', async () => {
+  await withApp(() => ({ key: byUser }), async (get) => {
+    for (let i = 0; i < 3; i++) assert.equal((await get('/', { 'x-user': 'ada' })).status, 200);
+    assert.equal((await get('/', { 'x-user': 'ada' })).status, 429);
+    const other = await get('/', { 'x-user': 'grace' });
+    assert.equal(other.headers.get('ratelimit'), '"default";r=2;t=1000');
   });
 });
