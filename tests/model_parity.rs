@@ -107,127 +107,80 @@ fn random_window(rng: &mut StdRng) -> (String, u64) {
     (seconds(us), us)
 }
 
-#[test]
-fn token_bucket_matches_model() {
+/// Every model answers a call the way its command must.
+trait Model {
+    fn call(&mut self, t: i128, n: i128) -> Vec<i64>;
+}
+
+macro_rules! model {
+    ($($type:ty),*) => {$(
+        impl Model for $type {
+            fn call(&mut self, t: i128, n: i128) -> Vec<i64> {
+                <$type>::call(self, t, n)
+            }
+        }
+    )*};
+}
+model!(TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog);
+
+/// Random buckets: capacity 1 to 40 at a rate of 0.001 to 200 per second.
+fn buckets<M: Model>(command: &str, seed: u64, new: impl Fn(i128, Ratio<i128>) -> M) {
     let (_server, mut con) = server();
-    let mut rng = StdRng::seed_from_u64(1);
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut outcomes = Outcomes::default();
     for key in 0..KEYS {
         let capacity = rng.gen_range(1..=40u64);
         let (rate, per_us) = random_rate(&mut rng);
         let full_us = (Ratio::from_integer(i128::from(capacity)) / per_us).to_integer() as u64;
         let calls = random_calls(&mut rng, capacity, full_us.clamp(1, 100_000_000));
-        let mut model = TokenBucket { capacity: capacity.into(), rate: per_us, state: None };
-        let cap = capacity.to_string();
-        check(
-            &mut outcomes,
-            &mut con,
-            "RL.TOKENBUCKET",
-            &format!("tb{key}"),
-            [&cap, &rate],
-            &calls,
-            |t, n| model.call(t, n),
-        );
+        let mut model = new(capacity.into(), per_us);
+        let capacity = capacity.to_string();
+        let params = [capacity.as_str(), rate.as_str()];
+        let key = format!("{command}:{key}");
+        check(&mut outcomes, &mut con, command, &key, params, &calls, |t, n| model.call(t, n));
     }
     outcomes.assert_varied();
+}
+
+/// Random windows: limit 1 to 30 per 1 ms to 3 s.
+fn windows<M: Model>(command: &str, seed: u64, new: impl Fn(Window) -> M) {
+    let (_server, mut con) = server();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut outcomes = Outcomes::default();
+    for key in 0..KEYS {
+        let limit = rng.gen_range(1..=30u64);
+        let (window, us) = random_window(&mut rng);
+        let calls = random_calls(&mut rng, limit, us);
+        let mut model = new(Window { limit: limit.into(), window: us.into() });
+        let limit = limit.to_string();
+        let params = [limit.as_str(), window.as_str()];
+        let key = format!("{command}:{key}");
+        check(&mut outcomes, &mut con, command, &key, params, &calls, |t, n| model.call(t, n));
+    }
+    outcomes.assert_varied();
+}
+
+#[test]
+fn token_bucket_matches_model() {
+    buckets("RL.TOKENBUCKET", 1, |capacity, rate| TokenBucket { capacity, rate, state: None });
 }
 
 #[test]
 fn leaky_bucket_matches_model() {
-    let (_server, mut con) = server();
-    let mut rng = StdRng::seed_from_u64(2);
-    let mut outcomes = Outcomes::default();
-    for key in 0..KEYS {
-        let capacity = rng.gen_range(1..=40u64);
-        let (rate, per_us) = random_rate(&mut rng);
-        let full_us = (Ratio::from_integer(i128::from(capacity)) / per_us).to_integer() as u64;
-        let calls = random_calls(&mut rng, capacity, full_us.clamp(1, 100_000_000));
-        let mut model = LeakyBucket { capacity: capacity.into(), rate: per_us, state: None };
-        let cap = capacity.to_string();
-        check(
-            &mut outcomes,
-            &mut con,
-            "RL.LEAKYBUCKET",
-            &format!("lb{key}"),
-            [&cap, &rate],
-            &calls,
-            |t, n| model.call(t, n),
-        );
-    }
-    outcomes.assert_varied();
+    buckets("RL.LEAKYBUCKET", 2, |capacity, rate| LeakyBucket { capacity, rate, state: None });
 }
 
 #[test]
 fn fixed_window_matches_model() {
-    let (_server, mut con) = server();
-    let mut rng = StdRng::seed_from_u64(3);
-    let mut outcomes = Outcomes::default();
-    for key in 0..KEYS {
-        let limit = rng.gen_range(1..=30u64);
-        let (window, us) = random_window(&mut rng);
-        let calls = random_calls(&mut rng, limit, us);
-        let params = Window { limit: limit.into(), window: us.into() };
-        let mut model = FixedWindow { params, state: None };
-        let l = limit.to_string();
-        check(
-            &mut outcomes,
-            &mut con,
-            "RL.FIXEDWINDOW",
-            &format!("fw{key}"),
-            [&l, &window],
-            &calls,
-            |t, n| model.call(t, n),
-        );
-    }
-    outcomes.assert_varied();
+    windows("RL.FIXEDWINDOW", 3, |params| FixedWindow { params, state: None });
 }
 
 #[test]
 fn sliding_window_matches_model() {
-    let (_server, mut con) = server();
-    let mut rng = StdRng::seed_from_u64(4);
-    let mut outcomes = Outcomes::default();
-    for key in 0..KEYS {
-        let limit = rng.gen_range(1..=30u64);
-        let (window, us) = random_window(&mut rng);
-        let calls = random_calls(&mut rng, limit, us);
-        let params = Window { limit: limit.into(), window: us.into() };
-        let mut model = SlidingWindow { params, state: None };
-        let l = limit.to_string();
-        check(
-            &mut outcomes,
-            &mut con,
-            "RL.SLIDINGWINDOW",
-            &format!("sw{key}"),
-            [&l, &window],
-            &calls,
-            |t, n| model.call(t, n),
-        );
-    }
-    outcomes.assert_varied();
+    windows("RL.SLIDINGWINDOW", 4, |params| SlidingWindow { params, state: None });
 }
 
 #[test]
 fn sliding_log_matches_model() {
-    let (_server, mut con) = server();
-    let mut rng = StdRng::seed_from_u64(5);
-    let mut outcomes = Outcomes::default();
-    for key in 0..KEYS {
-        let limit = rng.gen_range(1..=30u64);
-        let (window, us) = random_window(&mut rng);
-        let calls = random_calls(&mut rng, limit, us);
-        let params = Window { limit: limit.into(), window: us.into() };
-        let mut model = SlidingLog { params, units: Vec::new() };
-        let l = limit.to_string();
-        check(
-            &mut outcomes,
-            &mut con,
-            "RL.SLIDINGLOG",
-            &format!("sl{key}"),
-            [&l, &window],
-            &calls,
-            |t, n| model.call(t, n),
-        );
-    }
-    outcomes.assert_varied();
+    windows("RL.SLIDINGLOG", 5, |params| SlidingLog { params, units: Vec::new() });
 }
