@@ -93,6 +93,9 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
     let [_, name, rest @ ..] = argv else {
         return Err(Error::WrongArity);
     };
+    let [limit_arg, window_arg, ..] = rest else {
+        return Err(Error::WrongArity);
+    };
     let call = args::window_call(rest)?;
     let key = LimiterKey::open(ctx, name);
     let log = key.get::<Log>()?;
@@ -122,8 +125,8 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
                 c"RL.SLIDINGLOG".as_ptr(),
                 c"sssbl".as_ptr(),
                 name.inner,
-                rest[0].inner,
-                rest[1].inner,
+                limit_arg.inner,
+                window_arg.inner,
                 at.as_ptr(),
                 at.len(),
                 i64::try_from(append.count).unwrap_or(i64::MAX),
