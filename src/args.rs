@@ -50,8 +50,11 @@ pub fn window_call<A: Deref<Target = [u8]>>(
     Ok(Call { params, limit, now: self::now(now)?, n: count(n)? })
 }
 
-/// Two parameters, `now` and an optional `n`.
-fn split<A: Deref<Target = [u8]>>(args: &[A]) -> Result<([&[u8]; 2], &[u8], Option<&[u8]>), Error> {
+/// The two parameters, `now` and an optional `n`.
+type Split<'a> = ([&'a [u8]; 2], &'a [u8], Option<&'a [u8]>);
+
+/// Splits the arguments after the key; 3 or 4 of them, else wrong arity.
+fn split<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Split<'_>, Error> {
     match args {
         [a, b, now] => Ok(([a, b], now, None)),
         [a, b, now, n] => Ok(([a, b], now, Some(n))),

@@ -71,7 +71,7 @@ fn run_fixed<T: Fields, P>(
             return Err(Error::WrongArity);
         };
         let call = parse(rest)?;
-        let key = LimiterKey::open(ctx, name);
+        let mut key = LimiterKey::open(ctx, name);
         let stored = key.get::<T>()?.copied();
         let (server_us, now_us) = resolve(call.now);
         let (verdict, delay_ms) = decide(stored, now_us, &call);
@@ -97,7 +97,7 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
         return Err(Error::WrongArity);
     };
     let call = args::window_call(rest)?;
-    let key = LimiterKey::open(ctx, name);
+    let mut key = LimiterKey::open(ctx, name);
     let log = key.get::<Log>()?;
     let (server_us, now_us) = resolve(call.now);
     let verdict = sliding_log::decide(log.as_deref(), now_us, &call.params, call.n);
@@ -152,7 +152,7 @@ fn run_set_state(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Erro
         return Err(Error::WrongArity);
     }
     let (fields, expire_at_ms) = args::state_fields(rest)?;
-    let key = LimiterKey::open(ctx, name);
+    let mut key = LimiterKey::open(ctx, name);
     let is = |name: &CStr| kind.eq_ignore_ascii_case(name.to_bytes());
     if is(token_bucket::State::NAME) {
         key.put(fixed_state::<token_bucket::State>(&fields)?)?;

@@ -40,7 +40,7 @@ impl LimiterKey {
 
     /// The stored state: `None` for a missing key, `WRONGTYPE` for a key of
     /// another Redis type, another module's type or another algorithm.
-    pub fn get<T: Stored>(&self) -> Result<Option<&mut T>, Error> {
+    pub fn get<T: Stored>(&mut self) -> Result<Option<&mut T>, Error> {
         match self.slot() {
             Slot::Empty => Ok(None),
             // SAFETY: a value of our type came from `into_value`.
@@ -51,7 +51,7 @@ impl LimiterKey {
 
     /// Stores `state`: in place when the key holds the same kind already,
     /// replacing the value when it holds another kind (RL.SETSTATE).
-    pub fn put<T: Stored>(&self, state: T) -> Result<(), Error> {
+    pub fn put<T: Stored>(&mut self, state: T) -> Result<(), Error> {
         match self.slot() {
             Slot::Other => return Err(Error::WrongType),
             // SAFETY: a value of our type came from `into_value`.

@@ -188,10 +188,10 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             {
                 return Err(format!("could not set the info of {:?}", doc.name));
             }
-            if let (true, Some(set)) = (acl, raw::RedisModule_SetCommandACLCategories) {
-                if set(command, c"ratelimit".as_ptr()) != raw::REDISMODULE_OK as c_int {
-                    return Err(format!("could not set the ACL category of {:?}", doc.name));
-                }
+            if let (true, Some(set)) = (acl, raw::RedisModule_SetCommandACLCategories)
+                && set(command, c"ratelimit".as_ptr()) != raw::REDISMODULE_OK as c_int
+            {
+                return Err(format!("could not set the ACL category of {:?}", doc.name));
             }
         }
     }
