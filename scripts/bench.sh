@@ -31,22 +31,29 @@ rps() {
     | awk -F'","' 'NR == 2 { print $2 + 0 }'
 }
 
-printf '%-16s %10s %14s %10s %14s\n' command "P=1 rps" "P=1 vs INCR" "P=16 rps" "P=16 vs INCR"
+# Each run starts on an empty database, so every one creates its keys.
+# INCR runs again after every command, and each command is compared with
+# the INCR runs just before and after it: this machine's speed drifts.
+fresh_rps() { cli flushall >/dev/null; rps "$@"; }
 cli config resetstat >/dev/null
-declare -A base
-for pipeline in 1 16; do base[$pipeline]=$(rps "$pipeline" INCR key:__rand_int__); done
-row() {
-  local name=$1 p1=$2 p16=$3
-  printf '%-16s %10.0f %13.2fx %10.0f %13.2fx\n' "$name" "$p1" "$(echo "$p1 / ${base[1]}" | bc -l)" \
-    "$p16" "$(echo "$p16 / ${base[16]}" | bc -l)"
-}
+declare -A last
+for pipeline in 1 16; do last[$pipeline]=$(fresh_rps "$pipeline" INCR key:__rand_int__); done
+printf '%-16s %10s %14s %10s %14s\n' command "P=1 rps" "P=1 vs INCR" "P=16 rps" "P=16 vs INCR"
+printf '%-16s %10.0f %13.2fx %10.0f %13.2fx\n' INCR "${last[1]}" 1 "${last[16]}" 1
 measure() {
-  local name=$1; shift
-  row "$name" "$(rps 1 "$@")" "$(rps 16 "$@")"
+  local name=$1 line="" pipeline ours incr
+  shift
+  for pipeline in 1 16; do
+    ours=$(fresh_rps "$pipeline" "$@")
+    incr=$(fresh_rps "$pipeline" INCR key:__rand_int__)
+    line+=$(printf ' %10.0f %13.2fx' "$ours" "$(echo "2 * $ours / (${last[$pipeline]} + $incr)" | bc -l)")
+    last[$pipeline]=$incr
+  done
+  printf '%-16s%s\n' "$name" "$line"
 }
-row INCR "${base[1]}" "${base[16]}"
 # Parameters under which no key expires during the run, as INCR's keys do
 # not: the comparison is of the commands, not of Redis deleting keys.
+measure "SET PX (Redis)" SET set:__rand_int__ 1 PX 100000000
 measure "Lua EVALSHA" EVALSHA "$sha" 1 lua:__rand_int__ 100 0.01 "$now" 1
 measure RL.TOKENBUCKET RL.TOKENBUCKET tb:__rand_int__ 100 0.01 '*' 1
 measure RL.LEAKYBUCKET RL.LEAKYBUCKET lb:__rand_int__ 100 0.01 '*' 1
