@@ -5,17 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, ints};
+use common::{COMMANDS, Server, ints};
 use redis::Value;
-
-const COMMANDS: [&str; 6] = [
-    "RL.TOKENBUCKET",
-    "RL.LEAKYBUCKET",
-    "RL.FIXEDWINDOW",
-    "RL.SLIDINGWINDOW",
-    "RL.SLIDINGLOG",
-    "RL.SETSTATE",
-];
 
 fn text(value: &Value) -> String {
     match value {

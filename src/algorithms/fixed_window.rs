@@ -66,14 +66,8 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::*;
     use super::*;
-
-    const SECOND: u64 = 1_000_000;
-    const T0: u64 = 1_700_000_000 * SECOND; // a multiple of 10 s
-
-    fn reply(v: &Verdict<State>) -> (bool, u64, i64, u64) {
-        (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms)
-    }
 
     #[test]
     fn counts_within_an_epoch_aligned_window() {

@@ -70,11 +70,9 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Th
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::*;
     use super::*;
     use proptest::prelude::*;
-
-    const SECOND: u64 = 1_000_000;
-    const T0: u64 = 1_700_000_000 * SECOND;
 
     fn params(capacity: u64, units_per_second: u64) -> Params {
         Params { capacity, refill_per_us: units_per_second * 1_000_000 }

@@ -34,3 +34,17 @@ impl<S> Verdict<S> {
 fn ceil_div(a: u128, b: u128) -> u64 {
     u64::try_from(a.div_ceil(b)).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::Verdict;
+
+    pub const SECOND: u64 = 1_000_000;
+    /// A multiple of 10 s, so that windows of 1, 2, 5 and 10 s start there.
+    pub const T0: u64 = 1_700_000_000 * SECOND;
+
+    /// The reply's fields a test compares: allowed, remaining, retry, reset.
+    pub fn reply<S>(v: &Verdict<S>) -> (bool, u64, i64, u64) {
+        (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms)
+    }
+}

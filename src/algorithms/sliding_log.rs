@@ -185,15 +185,9 @@ pub fn decide(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdic
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::*;
     use super::*;
     use proptest::prelude::*;
-
-    const SECOND: u64 = 1_000_000;
-    const T0: u64 = 1_700_000_000 * SECOND;
-
-    fn reply<S>(v: &Verdict<S>) -> (bool, u64, i64, u64) {
-        (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms)
-    }
 
     fn run(log: &mut Option<Log>, now_us: u64, p: &Params, n: u64) -> (bool, u64, i64, u64) {
         let v = decide(log.as_ref(), now_us, p, n);

@@ -81,18 +81,12 @@ pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::*;
     use super::*;
     use proptest::prelude::*;
 
-    const SECOND: u64 = 1_000_000;
-    const T0: u64 = 1_700_000_000 * SECOND;
-
     fn params(capacity: u64, tokens_per_second: u64) -> Params {
         Params { capacity, refill_per_us: tokens_per_second * 1_000_000 }
-    }
-
-    fn reply(v: &Verdict<State>) -> (bool, u64, i64, u64) {
-        (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms)
     }
 
     #[test]

@@ -11,6 +11,16 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+/// Every command of the module.
+pub const COMMANDS: [&str; 6] = [
+    "RL.TOKENBUCKET",
+    "RL.LEAKYBUCKET",
+    "RL.FIXEDWINDOW",
+    "RL.SLIDINGWINDOW",
+    "RL.SLIDINGLOG",
+    "RL.SETSTATE",
+];
+
 pub fn module_path() -> PathBuf {
     let path = std::env::var_os("RATELIMIT_MODULE").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so")
