@@ -69,7 +69,9 @@ impl Stored for sliding_log::Log {
     const NAME: &'static CStr = c"SLIDINGLOG";
 }
 
-/// Calls `$body` with `$T` the state type of kind `$kind`, or gives `$other`.
+/// Calls `$body` with `$T` the state type of kind `$kind` for the four kinds
+/// made of fields; else gives `$other`, which handles the sliding log, the
+/// only other kind a value made by `into_value` can have.
 macro_rules! with_kind {
     ($kind:expr, $T:ident => $body:expr, $other:expr) => {
         match $kind {
