@@ -116,7 +116,8 @@ fn run_sliding_log(ctx: &Context, argv: &[RedisString]) -> Result<RedisValue, Er
         signal_modified(ctx, name, stats::SLIDING_LOG.event);
         // The log can be long, so the replica runs the same call at the
         // same time instead of receiving it; then the absolute expiry.
-        let at = format!("{}.{:06}", append.at_us / 1_000_000, append.at_us % 1_000_000);
+        let mut text = SecondsText::default();
+        let at = text.format(append.at_us);
         let expire_at = i64::try_from(expire_at_ms).unwrap_or(i64::MAX);
         // SAFETY: each format string matches the arguments that follow it.
         unsafe {
@@ -181,6 +182,29 @@ fn fixed_state<T: Fields>(fields: &[u64]) -> Result<T, Error> {
     let mut all = [0; 3];
     all[..T::COUNT].copy_from_slice(fields);
     Ok(T::from_fields(all))
+}
+
+/// Unix microseconds as decimal seconds (`1700000000.000250`), in a stack
+/// buffer: the sliding log replicates its time this way on every admitted call.
+#[derive(Default)]
+struct SecondsText {
+    seconds: itoa::Buffer,
+    bytes: [u8; 28],
+}
+
+impl SecondsText {
+    fn format(&mut self, us: u64) -> &[u8] {
+        let whole = self.seconds.format(us / 1_000_000).as_bytes();
+        let length = whole.len() + 7;
+        self.bytes[..whole.len()].copy_from_slice(whole);
+        self.bytes[whole.len()] = b'.';
+        let mut micros = us % 1_000_000;
+        for digit in self.bytes[whole.len() + 1..length].iter_mut().rev() {
+            *digit = b'0' + (micros % 10) as u8;
+            micros /= 10;
+        }
+        &self.bytes[..length]
+    }
 }
 
 /// The server's clock, and the call's time (the same for `*`).
@@ -272,5 +296,18 @@ fn reply<S>(ctx: &Context, verdict: &Verdict<S>, limit: u64, delay_ms: Option<u6
     raw::reply_with_long_long(ctx, saturate(verdict.reset_after_ms));
     if let Some(delay_ms) = delay_ms {
         raw::reply_with_long_long(ctx, saturate(delay_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SecondsText;
+
+    #[test]
+    fn seconds_text_keeps_every_microsecond() {
+        let mut text = SecondsText::default();
+        assert_eq!(text.format(1_700_000_000_000_250), b"1700000000.000250");
+        assert_eq!(text.format(0), b"0.000000");
+        assert_eq!(text.format(u64::MAX), b"18446744073709.551615");
     }
 }
