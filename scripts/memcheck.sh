@@ -112,11 +112,12 @@ has_command() { [ -n "$(cli command info "$1" | tr -d '[:space:]')" ]; }
 
 # --- The workload -----------------------------------------------------------
 
-# Every command of the module on keys of every kind: fixed and `*` times,
-# admitted, denied, n = 0 peeks, bad arguments of every kind, WRONGTYPE,
-# RL.SETSTATE of every kind, and what Redis does to keys.
+# Every command of the module on keys of every kind, keyspace events on:
+# fixed and `*` times, admitted, denied, n = 0 peeks, bad arguments of every
+# kind, WRONGTYPE, RL.SETSTATE of every kind (an empty sliding log too).
 workload_commands() {
   send <<'EOF'
+CONFIG SET notify-keyspace-events KEA
 RL.TOKENBUCKET tb 10 0.001 1000 1
 RL.TOKENBUCKET tb 10 0.001 1000 9
 RL.TOKENBUCKET tb 10 0.001 1000.25 1
