@@ -34,7 +34,7 @@ test-clients: build
 
 # redis-server with the module under valgrind through a workload of every
 # command, RESTORE, DEBUG RELOAD and an AOF rewrite: no invalid access, no
-# leak in the module (scripts/memcheck.sh; about half a minute).
+# leak in the module (scripts/memcheck.sh; under a minute).
 memcheck: build
 	@WITH_VALGRIND=1 scripts/install-deps.sh
 	scripts/memcheck.sh
