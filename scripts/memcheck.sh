@@ -10,9 +10,7 @@
 # lines for a new command there.
 #
 # MEMCHECK_PORT picks the port (default: a free one); MEMCHECK_KEEP=1 keeps
-# the logs in their temp dir even when the check passes;
-# MEMCHECK_TRUNCATED_PAYLOADS=1 also sends the RESTORE payloads that crash
-# the server on a module without HANDLE_IO_ERRORS (issue 8, item 1).
+# the logs in their temp dir even when the check passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -108,7 +106,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-has_command() { [ -n "$(cli command info "$1" | tr -d '[:space:]')" ]; }
 
 # --- The workload -----------------------------------------------------------
 
@@ -327,7 +324,7 @@ declare -A corrupt_payloads=(
   [kind_6]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x06\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x72\xd9\x1a\x91\x4c\x14\xb9\xe6"'
   [kind_2_pow_64_minus_1]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x81\xff\xff\xff\xff\xff\xff\xff\xff\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x9c\xe9\x2d\x56\x12\xbd\xd1\x12"'
   [encoding_version_0]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x00\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x11\x77\xbe\xb8\xd0\x30\x1f\x46"'
-  [encoding_version_3]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x03\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x96\x45\x79\x8e\xaf\xa0\xf3\xb9"'
+  [encoding_version_4]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x04\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x8e\x5d\x22\xa9\xd7\x29\x28\x38"'
   [log_total_wrong]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x05\x02\x80\x3b\x9a\xca\x00\x02\x80\x3b\xaa\x0c\x40\x02\x04\x05\x09\x03\x05\x06\x00\x01\xc0\x84\x3d\x02\x00\x0a\x00\x95\x36\xc9\xbf\xaa\xda\xf8\xee"'
   [log_last_wrong]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x05\x02\x80\x3b\x9a\xca\x00\x02\x80\x3b\xb9\x4e\x80\x02\x03\x05\x09\x03\x05\x06\x00\x01\xc0\x84\x3d\x02\x00\x0a\x00\x4a\xad\x2d\x2d\x0b\xbf\x08\xab"'
   [log_runs_garbage]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x05\x02\x80\x3b\x9a\xca\x00\x02\x80\x3b\xaa\x0c\x40\x02\x03\x05\x14\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00\x0a\x00\xc6\x42\x1a\xef\xdd\x9f\x55\xad"'
@@ -338,8 +335,7 @@ declare -A corrupt_payloads=(
 
 # Module data that ends early or carries a wrong opcode: on a module that
 # does not declare REDISMODULE_OPTIONS_HANDLE_IO_ERRORS these abort the
-# whole server (issue 8, item 1), so they run only with
-# MEMCHECK_TRUNCATED_PAYLOADS=1; make them unconditional once that is fixed.
+# whole server (issue 8, item 1).
 declare -A truncated_payloads=(
   [empty_module_data]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x0a\x00\x92\x34\x97\x5c\xb3\xff\x2f\x43"'
   [token_bucket_missing_a_field]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x00\x0a\x00\x6a\xe5\x03\x69\xa8\x12\xdb\x3e"'
@@ -364,17 +360,14 @@ workload_corrupt_restore() {
   for name in "${!corrupt_payloads[@]}"; do
     restore_must_be_refused "$name" "${corrupt_payloads[$name]}"
   done
-  if [ "${MEMCHECK_TRUNCATED_PAYLOADS:-0}" = 1 ]; then
-    for name in "${!truncated_payloads[@]}"; do
-      restore_must_be_refused "$name" "${truncated_payloads[$name]}"
-    done
-  fi
+  for name in "${!truncated_payloads[@]}"; do
+    restore_must_be_refused "$name" "${truncated_payloads[$name]}"
+  done
 }
 
-# The composable limits of DESIGN.md, each only once the module has it.
+# The composable limits: RL.MULTI, RL.PEEK, RL.REFUND.
 workload_composable_limits() {
-  if has_command RL.MULTI; then
-    send <<'EOF'
+  send <<'EOF'
 RL.MULTI 2 multi:{u}:a multi:{u}:b 1000 TOKENBUCKET 10 1 1 SLIDINGLOG 5 60 1
 RL.MULTI 2 multi:{u}:a multi:{u}:b 1000 TOKENBUCKET 10 1 9 SLIDINGLOG 5 60 4
 RL.MULTI 2 multi:{u}:a multi:{u}:b 1000 TOKENBUCKET 10 1 1 SLIDINGLOG 5 60 1
@@ -390,9 +383,7 @@ RL.MULTI 1 m:tb * TOKENBUCKET 0 1 1
 RL.MULTI 1 m:tb * TOKENBUCKET 10 1
 RL.MULTI x m:tb * TOKENBUCKET 10 1 1
 EOF
-  fi
-  if has_command RL.PEEK; then
-    send <<'EOF'
+  send <<'EOF'
 RL.PEEK tb TOKENBUCKET 10 1 *
 RL.PEEK lb LEAKYBUCKET 3 2 * 2
 RL.PEEK fw FIXEDWINDOW 100 60 * 1
@@ -404,9 +395,7 @@ RL.PEEK string TOKENBUCKET 10 1 * 1
 RL.PEEK tb TOKENBUCKET 10 1 * x
 RL.PEEK tb NOSUCH 10 1 *
 EOF
-  fi
-  if has_command RL.REFUND; then
-    send <<'EOF'
+  send <<'EOF'
 RL.TOKENBUCKET refund:tb 10 1 * 5
 RL.REFUND refund:tb TOKENBUCKET 10 1 * 3
 RL.REFUND refund:tb TOKENBUCKET 10 1 * 100
@@ -426,7 +415,6 @@ RL.REFUND refund:tb SLIDINGLOG 10 60 * 1
 RL.REFUND refund:tb TOKENBUCKET 10 1 * x
 RL.REFUND refund:tb TOKENBUCKET 10 1 *
 EOF
-  fi
 }
 
 # DEBUG RELOAD saves and loads the RDB; BGREWRITEAOF (no RDB preamble)
