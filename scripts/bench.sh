@@ -86,9 +86,10 @@ for command in RL.TOKENBUCKET RL.LEAKYBUCKET; do
   bytes "$command" "redis.call('$command', k, 100, 0.01, '*', 1)"
 done
 # The largest bucket that keeps 16 bytes of state, and the smallest that
-# needs 24 (its pico-tokens pass 64 bits).
+# needs 24: after one call 18446745 tokens are left, past 64 bits of
+# pico-tokens.
 bytes "RL.TOKENBUCKET capacity 18446744" "redis.call('RL.TOKENBUCKET', k, 18446744, 1, '*', 1)"
-bytes "RL.TOKENBUCKET capacity 18446745" "redis.call('RL.TOKENBUCKET', k, 18446745, 1, '*', 1)"
+bytes "RL.TOKENBUCKET capacity 18446746" "redis.call('RL.TOKENBUCKET', k, 18446746, 1, '*', 1)"
 for command in RL.FIXEDWINDOW RL.SLIDINGWINDOW RL.SLIDINGLOG; do
   bytes "$command" "redis.call('$command', k, 100, 3600, '*', 1)"
 done
