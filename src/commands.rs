@@ -45,6 +45,10 @@ pub fn sliding_log(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 /// `RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]`:
 /// every limit admits its `n` and takes it, or nothing changes anywhere.
 pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        declare_keys(ctx, &argv);
+        return Ok(RedisValue::NoReply);
+    }
     run(|| {
         let [_, numkeys, rest @ ..] = &argv[..] else { return Err(Error::WrongArity) };
         let count = args::integer(numkeys).filter(|&k| k > 0).ok_or(Error::NumKeys)?;
@@ -111,6 +115,19 @@ pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
         }
         Ok(())
     })
+}
+
+/// RL.MULTI's keys, for Redis 7.0's cluster routing, which asks the command
+/// (`getkeys-api`) rather than reading its key spec: `numkeys` keys from
+/// the third argument; none when `numkeys` is not a count of arguments
+/// present (the call itself will fail).
+fn declare_keys(ctx: &Context, argv: &[RedisString]) {
+    let count = argv.get(1).and_then(|n| args::integer(n)).and_then(|n| usize::try_from(n).ok());
+    if let Some(count) = count.filter(|&count| count < argv.len().saturating_sub(2)) {
+        for position in 2..2 + count {
+            ctx.key_at_pos(position as i32);
+        }
+    }
 }
 
 /// `RL.PEEK key ALGORITHM a b now [n]`: the reply the call would get, with
