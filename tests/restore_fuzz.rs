@@ -933,8 +933,13 @@ fn build_seeds(con: &mut Connection) -> Vec<Dump> {
     kinds.sort_unstable();
     kinds.dedup();
     assert!(kinds.len() >= 5, "seeds of every kind: kind tags {kinds:?}");
-    let logs = seeds.iter().filter(|seed| LogView::of(seed).is_some_and(|v| v.runs.len() > 100));
+    // Runs read back (LZF included) with the total and times they add up to.
+    let understood =
+        |v: LogView| v.runs.len() > 100 && v.total_at.is_some() && v.first_last_at.is_some();
+    let logs = seeds.iter().filter(|seed| LogView::of(seed).is_some_and(understood));
     assert!(logs.count() >= 4, "sliding logs with many runs, readable as varint pairs");
+    let lzf = |op: &Op| op.raw.starts_with(&[OPCODE_STRING as u8, 0xc3]);
+    assert!(seeds.iter().any(|seed| seed.ops.iter().any(lzf)), "a seed with an LZF string");
     expect_ok(con, &["FLUSHALL"]).unwrap();
     seeds
 }
