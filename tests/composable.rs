@@ -63,11 +63,13 @@ fn dbsize(con: &mut redis::Connection) -> i64 {
     redis::cmd("DBSIZE").query(con).unwrap()
 }
 
-/// Runs an RL.MULTI that must fail and returns its error line.
+/// Runs an RL.MULTI that must fail and returns its error line, as
+/// `common::error` does.
 fn multi_error(con: &mut redis::Connection, args: &[&str]) -> String {
-    let mut all: Vec<&[u8]> = vec![b"RL.MULTI"];
-    all.extend(args.iter().map(|a| a.as_bytes()));
-    error(con, &all)
+    match redis::cmd("RL.MULTI").arg(args).query::<redis::Value>(con) {
+        Ok(v) => panic!("RL.MULTI {args:?} should fail, got {v:?}"),
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+    }
 }
 
 /// `RL.REFUND key ALGORITHM a b now n`
@@ -144,8 +146,7 @@ fn multi_denied_by_one_limit_changes_no_key() {
     assert_eq!(fields[2], [0, 0, 3, 50_000, 50_000], "the sliding log denies");
     assert_eq!(snapshot(con, &keys), before, "DUMP and PEXPIRETIME of every key");
     assert!(!exists(con, "lb"), "the missing key is not created");
-    // The limits that would admit were not charged: the same call with the
-    // log left out takes from them what single calls would.
+    // The bucket, which alone would admit, was not charged: 6 + 10 s * 0.1.
     assert_eq!(take(con, "tb", TB_SLOW, &at(10_000), "0"), [1, 7, 10, 0, 30_000]);
 }
 
@@ -480,6 +481,66 @@ fn multi_eight_clients_admit_what_the_tightest_limit_allows() {
 }
 
 #[test]
+fn multi_respects_acl_key_patterns() {
+    let (server, con) = &mut server();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "tenant", "on", ">secret", "~tenant:*", "+rl.multi"])
+        .query(con)
+        .unwrap();
+    let url = format!("redis://tenant:secret@127.0.0.1:{}/", server.port);
+    let user = &mut redis::Client::open(url).unwrap().get_connection().unwrap();
+    let args = [
+        "2",
+        "tenant:a",
+        "other:b",
+        "*",
+        "TOKENBUCKET",
+        "10",
+        "1",
+        "1",
+        "FIXEDWINDOW",
+        "5",
+        "60",
+        "1",
+    ];
+    let denied = multi_error(user, &args);
+    assert!(denied.starts_with("NOPERM"), "{denied}");
+    assert_eq!(dbsize(con), 0);
+    let (allowed, _, _) = multi(user, &["1", "tenant:a", "*", "TOKENBUCKET", "10", "1", "1"]);
+    assert_eq!(allowed, 1);
+}
+
+#[test]
+fn peek_and_refund_bad_calls_change_nothing() {
+    let (_server, con) = &mut server();
+    let before = two_limiters(con);
+    let _: () = redis::cmd("SET").arg("str").arg("x").query(con).unwrap();
+    let now = at(1000);
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["RL.PEEK", "str", "TOKENBUCKET", "10", "0.01", &now], WRONGTYPE.into()),
+        (vec!["RL.REFUND", "str", "TOKENBUCKET", "10", "0.01", &now, "1"], WRONGTYPE.into()),
+        // k2 holds a fixed window, k1 a token bucket.
+        (vec!["RL.PEEK", "k2", "TOKENBUCKET", "10", "0.01", &now, "1"], WRONGTYPE.into()),
+        (vec!["RL.REFUND", "k1", "SLIDINGLOG", "5", "60", &now, "1"], WRONGTYPE.into()),
+        (vec!["RL.REFUND", "k1", "TOKENBUCKET", "10", "0.01", &now], arity("RL.REFUND")),
+        (vec!["RL.REFUND", "k1", "TOKENBUCKET", "10", "0.01", &now, "1", "1"], arity("RL.REFUND")),
+        (vec!["RL.PEEK", "k1", "TOKENBUCKET", "10", "0.01"], arity("RL.PEEK")),
+        (vec!["RL.PEEK", "k1", "TOKENBUCKET", "10", "0.01", &now, "1", "1"], arity("RL.PEEK")),
+        (vec!["RL.PEEK", "k1", "GCRA", "10", "0.01", &now], ALGORITHM.into()),
+        (vec!["RL.REFUND", "k2", "FIXEDWINDOW", "5", "0", &now, "1"], WINDOW.into()),
+        (vec!["RL.REFUND", "k2", "FIXEDWINDOW", "5", "60", "-1", "1"], NOW.into()),
+        (vec!["RL.REFUND", "k2", "FIXEDWINDOW", "5", "60", &now, "x"], COUNT.into()),
+        (vec!["RL.REFUND", "k3", "LEAKYBUCKET", "0", "1", &now, "1"], CAPACITY.into()),
+    ];
+    for (args, message) in cases {
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(error(con, &bytes), message, "{args:?}");
+    }
+    assert_eq!(snapshot(con, &["k1", "k2", "k3"]), before);
+    assert_eq!(dbsize(con), 3);
+}
+
+#[test]
 fn command_getkeys_lists_every_key() {
     let (_server, con) = &mut server();
     let getkeys = |con: &mut redis::Connection, args: &[&str]| -> Vec<String> {
@@ -569,7 +630,8 @@ fn all_five_keys() -> Vec<&'static str> {
 }
 
 /// RL.MULTI calls on the server's clock over all of ALL_FIVE, in two
-/// orders, until the 30s are full: some admitted, some denied. Returns
+/// orders, until the 30s are full: some admitted, some denied; a refund
+/// now and then. Returns
 /// (admitted, denied).
 fn multi_on_server_clock(con: &mut redis::Connection, rounds: usize) -> (usize, usize) {
     let (mut admitted, mut denied) = (0, 0);
@@ -590,6 +652,11 @@ fn multi_on_server_clock(con: &mut redis::Connection, rounds: usize) -> (usize, 
         match multi(con, &args.iter().map(String::as_str).collect::<Vec<_>>()).0 {
             1 => admitted += 1,
             _ => denied += 1,
+        }
+        // Refunds on the server's clock travel the same way.
+        if round >= 7 && round % 4 == 3 {
+            let (key, spec) = ALL_FIVE[round % ALL_FIVE.len()];
+            assert_eq!(refund(con, key, spec, "*", "1")[0], 1);
         }
         if round % 5 == 0 {
             thread::sleep(Duration::from_millis(2));
