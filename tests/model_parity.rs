@@ -283,7 +283,7 @@ struct Composed {
     peeks: usize,
 }
 
-const GROUPS: usize = 60;
+const GROUPS: usize = 120;
 const KEYS_PER_GROUP: usize = 6;
 const CALLS_PER_GROUP: usize = 50;
 
@@ -422,7 +422,7 @@ fn multi_refund_and_peek_match_the_models_composed() {
     assert!(refunds > 500 && refunds_to_fresh > 100 && peeks > 200, "{seen:?}");
     assert!(
         unchanged_mismatches.is_empty(),
-        "{} denied RL.MULTI calls report a limit that would admit as if it had taken its n:\n{}",
+        "{} limits that would admit, in denied RL.MULTI calls, report their state as if they had taken their n:\n{}",
         unchanged_mismatches.len(),
         unchanged_mismatches[..unchanged_mismatches.len().min(5)].join("\n")
     );
