@@ -174,19 +174,18 @@ fn multi_denied_reports_every_limit_unchanged() {
 #[test]
 fn multi_admitted_stores_what_each_single_command_stores() {
     let (_server, con) = &mut server();
-    let limits: [([&str; 3], &str, u64, &str); 5] = [
-        // spec, n before, time of it (ms after T), n in RL.MULTI
-        (["TOKENBUCKET", "10", "0.1"], "4", 0, "3"),
-        (["LEAKYBUCKET", "4", "0.1"], "2", 0, "1"),
-        (["FIXEDWINDOW", "5", "60"], "2", 0, "3"),
-        (["SLIDINGWINDOW", "10", "60"], "8", 0, "2"),
-        (["SLIDINGLOG", "3", "60"], "1", 0, "2"),
+    // spec, n taken before, when (T, or T - 30 s: the previous window
+    // [T - 60, T) for the sliding window), n in RL.MULTI at T + 15 s
+    let limits: [([&str; 3], &str, &str, &str); 5] = [
+        (["TOKENBUCKET", "10", "0.1"], "4", "1700000040", "3"),
+        (["LEAKYBUCKET", "4", "0.1"], "2", "1700000040", "1"),
+        (["FIXEDWINDOW", "5", "60"], "2", "1700000040", "3"),
+        (["SLIDINGWINDOW", "10", "60"], "8", "1700000010", "2"),
+        (["SLIDINGLOG", "3", "60"], "1", "1700000040", "2"),
     ];
     let mut args: Vec<String> = vec!["5".into()];
-    for (spec, n, _, _) in &limits {
+    for (spec, n, when, _) in &limits {
         let key = format!("m:{}", spec[0]);
-        // The sliding window's 8 go into the previous window, [T - 60, T).
-        let when = if spec[0] == "SLIDINGWINDOW" { "1700000010" } else { "1700000040" };
         take(con, &key, *spec, when, n);
         take(con, &format!("s:{}", spec[0]), *spec, when, n);
         args.push(key);
@@ -208,7 +207,7 @@ fn multi_admitted_stores_what_each_single_command_stores() {
         vec![1, 2, 4, 0, 15_000, 5000],
         // 2 + 3 = 5 of 5; the window ends at T + 60.
         vec![1, 0, 5, 0, 45_000],
-        // 8 * (1 - 15/60) = 6, + 2 = 8 of 10; the current count slides out at T + 120.
+        // 8 * (1 - 15/60) = 6, + 2 = 8 of 10; the current 2 slide out at T + 120.
         vec![1, 2, 10, 0, 105_000],
         // 1 + 2 = 3 of 3; the newest leave at T + 75.
         vec![1, 0, 3, 0, 60_000],
