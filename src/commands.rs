@@ -60,7 +60,8 @@ pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
             .map(|(key, call)| call.limit.run(Op::Take, key.value()?, now_us, call.n))
             .collect::<Result<Vec<Outcome>, Error>>()?;
         let allowed = outcomes.iter().all(|o| o.fields.allowed);
-        stats::MULTI.record(allowed, calls.iter().map(|call| call.n).sum());
+        let units = calls.iter().fold(0u64, |units, call| units.wrapping_add(call.n));
+        stats::MULTI.record(allowed, units);
         if allowed {
             for ((key, (name, call)), outcome) in
                 keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
@@ -70,11 +71,10 @@ pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
             }
         } else {
             // Nothing is taken: a limit that would admit reports the state
-            // it keeps, and no delay.
+            // it keeps, as a look (n = 0) does.
             for ((key, call), outcome) in keys.iter().zip(&calls).zip(&mut outcomes) {
                 if outcome.fields.allowed {
-                    let kept = call.limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
-                    outcome.fields = Fields { delay_ms: kept.delay_ms.map(|_| 0), ..kept };
+                    outcome.fields = call.limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
                 }
             }
         }
