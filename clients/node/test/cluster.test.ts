@@ -1,0 +1,80 @@
+// check() through the cluster clients (node-redis createCluster, ioredis
+// Cluster) against a real 3-primary Redis Cluster with the module that
+// the test starts itself.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { createLimiter, type Limiter } from '../src/index.js';
+import { CLUSTER, type AppClient } from './clients.js';
+import { RedisCluster } from './servers.js';
+
+type Req = { ip: string; user: string };
+
+let cluster: RedisCluster;
+before(async () => {
+  cluster = await RedisCluster.start();
+});
+after(async () => {
+  await cluster.stop();
+});
+
+for (const [name, connect] of Object.entries(CLUSTER)) {
+  describe(name, () => {
+    let app: AppClient;
+    let limiter: Limiter<Req>;
+    const run = name.replace(/\W/g, '');
+
+    before(async () => {
+      app = await connect(cluster);
+      limiter = createLimiter<Req>({
+        redis: app.client,
+        prefix: `rl:${run}:`,
+        key: (req) => `user:${req.user}`,
+        limits: [
+          { name: 'burst', limit: 2, rate: 0.001 },
+          { name: 'daily', algorithm: 'slidinglog', limit: 3, window: 86400 },
+          { name: 'ip', limit: 4, rate: 0.001, key: (req) => `ip:${req.ip}` },
+        ],
+      });
+    });
+    after(async () => {
+      limiter.close();
+      await app.close();
+    });
+
+    test('the limits of one partition key go in one RL.MULTI on their slot; other keys on theirs', async () => {
+      const first = await limiter.check({ ip: '10.1.1.1', user: 'ada' });
+      assert.deepEqual(first?.limits.map((l) => [l.key, l.allowed, l.remaining]), [
+        [`rl:${run}:{user:ada}:burst`, true, 1],
+        [`rl:${run}:{user:ada}:daily`, true, 2],
+        [`rl:${run}:{ip:10.1.1.1}:ip`, true, 3],
+      ]);
+      // The keys sit on different nodes: the same slot per hash tag.
+      assert.equal(await cluster.cli('cluster', 'keyslot', `rl:${run}:{user:ada}:burst`), await cluster.cli('cluster', 'keyslot', 'user:ada'));
+      assert.equal(await cluster.cli('exists', `rl:${run}:{user:ada}:burst`), '1');
+      assert.equal(await cluster.cli('exists', `rl:${run}:{ip:10.1.1.1}:ip`), '1');
+      assert.equal((await limiter.check({ ip: '10.1.1.1', user: 'ada' }))?.allowed, true);
+      const denied = await limiter.check({ ip: '10.1.1.1', user: 'ada' });
+      assert.equal(denied?.allowed, false);
+      assert.equal(Math.ceil(denied!.retryAfterMs / 1000), 1000);
+      // The denial took nothing from the IP limit (refunded if its slot had taken it).
+      const other = await limiter.check({ ip: '10.1.1.1', user: 'grace' });
+      assert.deepEqual(other?.limits.map((l) => l.remaining), [1, 2, 1]);
+    });
+
+    test('a denial by the IP limit gives the user limits their units back', async () => {
+      for (const user of ['u1', 'u2', 'u3', 'u4']) assert.equal((await limiter.check({ ip: '10.2.2.2', user }))?.allowed, true);
+      const denied = await limiter.check({ ip: '10.2.2.2', user: 'u5' });
+      assert.equal(denied?.allowed, false);
+      assert.deepEqual(denied?.limits.map((l) => [l.name, l.allowed, l.remaining]), [
+        ['burst', true, 2],
+        ['daily', true, 3],
+        ['ip', false, 0],
+      ]);
+      // u5 was charged nothing: from another address, its limits are fresh.
+      const again = await limiter.check({ ip: '10.3.3.3', user: 'u5' });
+      assert.deepEqual(again?.limits.map((l) => l.remaining), [1, 2, 3]);
+    });
+  });
+}

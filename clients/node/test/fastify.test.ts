@@ -1,0 +1,100 @@
+// The Fastify plugin on a real HTTP server against a real redis-server
+// with the module.
+
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, test } from 'node:test';
+
+import Fastify from 'fastify';
+import { Redis } from 'ioredis';
+
+import { fastifyRateLimit, type MiddlewareOptions } from '../src/index.js';
+import { RedisServer } from './servers.js';
+
+let server: RedisServer;
+let redis: Redis;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+before(async () => {
+  server = await RedisServer.start();
+  redis = new Redis(server.port, '127.0.0.1');
+});
+after(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+beforeEach(async () => {
+  await server.cli('flushall');
+});
+
+async function withApp(options: Omit<MiddlewareOptions, 'redis'>, body: (get: (path: string) => Promise<Response>) => Promise<void>) {
+  const app = Fastify();
+  await app.register(fastifyRateLimit, { redis, ...options });
+  app.get('/', async (request) => ({ remaining: request.rateLimit?.limits.map((l) => l.remaining) }));
+  app.get('/search', { config: { rateLimit: { limits: { name: 'search', limit: 1, rate: 0.001 } } } }, async () => ({ ok: 'search' }));
+  app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }));
+  app.get('/missing', async (_request, reply) => reply.code(404).send({ found: false }));
+  const address = await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    await body((path) => fetch(`${address}${path}`));
+  } finally {
+    await app.close();
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    rateLimit?: import('../src/index.js').Decision;
+  }
+}
+
+test('headers, the decision on request.rateLimit, and 429 with t = Retry-After', async () => {
+  await withApp({ limits: { limit: 2, rate: 0.001, name: 'app' } }, async (get) => {
+    const first = await get('/');
+    assert.equal(first.status, 200);
+    assert.deepEqual(await first.json(), { remaining: [1] });
+    assert.equal(first.headers.get('ratelimit-policy'), '"app";q=2;w=2000');
+    assert.equal(first.headers.get('ratelimit'), '"app";r=1;t=1000');
+    await get('/');
+    const denied = await get('/');
+    assert.equal(denied.status, 429);
+    assert.equal(denied.headers.get('ratelimit'), '"app";r=0;t=1000');
+    assert.equal(denied.headers.get('retry-after'), '1000');
+    assert.deepEqual(await denied.json(), { error: 'rate_limit_exceeded', message: 'Rate limit exceeded. Please try again later.', retry_after_seconds: 1000 });
+  });
+});
+
+test('a route\'s own limits go with the app\'s in one call; a route can opt out', async () => {
+  await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' } }, async (get) => {
+    const search = await get('/search');
+    assert.equal(search.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
+    const denied = await get('/search');
+    assert.equal(denied.status, 429);
+    // Denied as a whole: the app limit kept its units.
+    assert.equal(denied.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
+    for (let i = 0; i < 10; i++) assert.equal((await get('/health')).headers.get('ratelimit'), null);
+    assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=3;t=1000');
+  });
+});
+
+test('an error reply is a server error (500), never a pass', async () => {
+  await server.cli('set', 'ratelimit:{ip:127.0.0.1}:app', 'not a limiter');
+  await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' }, log: () => assert.fail('no log line') }, async (get) => {
+    const res = await get('/');
+    assert.equal(res.status, 500);
+    assert.match(((await res.json()) as { message: string }).message, /^WRONGTYPE/);
+  });
+});
+
+test('skipFailedRequests refunds a 404; Redis too slow and failing closed is a 503', async () => {
+  await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' }, skipFailedRequests: true, timeoutMs: 200, failOpen: false, log: () => {} }, async (get) => {
+    for (let i = 0; i < 3; i++) assert.equal((await get('/missing')).headers.get('ratelimit'), '"app";r=4;t=1000');
+    await sleep(50);
+    assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=4;t=1000');
+    await server.cli('client', 'pause', '800', 'ALL');
+    const closed = await get('/');
+    assert.deepEqual([closed.status, await closed.json()], [503, { error: 'rate_limiter_unavailable' }]);
+    await sleep(900);
+    // Over a second has passed: the bucket has refilled a thousandth of a token, t one second less.
+    assert.match((await get('/')).headers.get('ratelimit')!, /^"app";r=3;t=(999|1000)$/);
+  });
+});
