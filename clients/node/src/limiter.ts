@@ -237,9 +237,6 @@ export class Limiter<Req = any> {
     if (!allowed) {
       // On a cluster some groups may have taken their units: give them back.
       await Promise.all(replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((l, i) => this.refundOne(r.charges[i], l.cost))));
-      for (const reply of replies.filter((r) => r.allowed)) {
-        for (const limit of reply.limits) limit.remaining = Math.min(limit.limit, limit.remaining + limit.cost);
-      }
     }
     const waits = replies.map((r) => r.retryAfterMs);
     const retryAfterMs = allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits);

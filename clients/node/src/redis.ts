@@ -7,6 +7,7 @@
 // in the client is replayed after a reconnect.
 
 import { RateLimitConfigError } from './options.js';
+import { keySlot } from './slot.js';
 
 /** What the limiter needs from a connection. */
 export interface Connection {
@@ -97,6 +98,11 @@ function ioredis(client: Anything): ClientKind {
   };
 }
 
+/**
+ * ioredis sends a command it does not know to any node and relies on a
+ * MOVED reply to find the right one; a module command is not always
+ * redirected, so the limiter picks the primary of the key's slot itself.
+ */
 function ioredisCluster(cluster: Anything): ClientKind {
   return {
     name: 'ioredis cluster',
@@ -108,9 +114,22 @@ function ioredisCluster(cluster: Anything): ClientKind {
         redisOptions: { ...options.redisOptions, enableOfflineQueue: false },
       });
       own.on('error', () => {});
+      const primaryOf = (key: string): Anything | undefined => {
+        const address = own.slots?.[keySlot(key)]?.[0];
+        return own.nodes('master').find((node: Anything) => `${node.options.host}:${node.options.port}` === address);
+      };
       return {
         ready: waitForReady(own),
-        send: (_key, [command, ...args]) => own.call(command, ...args),
+        send: async (key, [command, ...args]) => {
+          try {
+            return await (primaryOf(key) ?? own).call(command, ...args);
+          } catch (error) {
+            if (!/^(MOVED|ASK) /.test(String((error as Error).message))) throw error;
+            // The slot moved: learn the new layout, then ask its primary once.
+            await new Promise<void>((resolve) => own.refreshSlotsCache(() => resolve()));
+            return (primaryOf(key) ?? own).call(command, ...args);
+          }
+        },
         close: () => own.disconnect(),
       };
     },
@@ -131,7 +150,7 @@ export function clientKind(redis: unknown): ClientKind {
 }
 
 /** Error replies that mean "not now" rather than "wrong call". */
-const UNAVAILABLE_REPLIES = ['LOADING', 'BUSY', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN'];
+const UNAVAILABLE_REPLIES = ['LOADING', 'BUSY', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN', 'MOVED', 'ASK'];
 
 /** node-redis's ErrorReply (and its subclasses) or ioredis's ReplyError, known without importing either. */
 function isReply(error: unknown): boolean {
