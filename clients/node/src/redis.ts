@@ -68,10 +68,16 @@ function nodeRedis(client: Anything): ClientKind {
 }
 
 function nodeRedisCluster(cluster: Anything): ClientKind {
+  const options = cluster._options ?? cluster.options;
+  if (options === undefined) {
+    // node-redis v4 keeps its options private: a duplicate could not keep the
+    // app's `defaults` (password, TLS) while turning the offline queue off.
+    throw new RateLimitConfigError('redis', 'a node-redis v4 cluster cannot be used: upgrade to node-redis v5 or later, or pass an ioredis Cluster');
+  }
   return {
     name: 'node-redis cluster',
     open() {
-      const defaults = { ...(cluster._options?.defaults ?? cluster.options?.defaults), disableOfflineQueue: true };
+      const defaults = { ...options.defaults, disableOfflineQueue: true };
       const own = cluster.duplicate({ defaults });
       own.on('error', () => {});
       return {

@@ -4,6 +4,8 @@
 
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
+import { createClient as createClient4 } from 'redis4';
+import { createClient as createClient6, createCluster as createCluster6 } from 'redis6';
 
 import type { RedisCluster, RedisServer } from './servers.js';
 
@@ -19,6 +21,18 @@ export const SINGLE: Record<string, (server: RedisServer) => Promise<AppClient>>
     await client.connect();
     return { client, close: async () => client.destroy() };
   },
+  'node-redis v4': async (server) => {
+    const client = createClient4({ url: server.url });
+    client.on('error', () => {});
+    await client.connect();
+    return { client, close: async () => client.disconnect() };
+  },
+  'node-redis v6': async (server) => {
+    const client = createClient6({ url: server.url });
+    client.on('error', () => {});
+    await client.connect();
+    return { client, close: async () => client.destroy() };
+  },
   ioredis: async (server) => {
     const client = new Redis(server.port, '127.0.0.1');
     client.on('error', () => {});
@@ -29,6 +43,12 @@ export const SINGLE: Record<string, (server: RedisServer) => Promise<AppClient>>
 export const CLUSTER: Record<string, (cluster: RedisCluster) => Promise<AppClient>> = {
   'node-redis createCluster': async (cluster) => {
     const client = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
+    client.on('error', () => {});
+    await client.connect();
+    return { client, close: async () => client.destroy() };
+  },
+  'node-redis v6 createCluster': async (cluster) => {
+    const client = createCluster6({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
     client.on('error', () => {});
     await client.connect();
     return { client, close: async () => client.destroy() };

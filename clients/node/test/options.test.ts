@@ -6,6 +6,7 @@ import { test } from 'node:test';
 
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { createCluster as createCluster4 } from 'redis4';
 
 import { createLimiter, fastifyRateLimit, rateLimit, RateLimitConfigError, type Limit } from '../src/index.js';
 
@@ -78,6 +79,10 @@ test('limiter options', () => {
     assert.throws(() => createLimiter(options as never), (error: unknown) => (error as Error).message === message, message);
   }
   assert.doesNotThrow(() => createLimiter({ redis: new Redis({ lazyConnect: true }), limits }));
+  assert.throws(
+    () => createLimiter({ redis: createCluster4({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] }), limits }),
+    /^RateLimitConfigError: redis: a node-redis v4 cluster cannot be used: upgrade to node-redis v5 or later, or pass an ioredis Cluster$/,
+  );
 });
 
 test('middleware options', () => {
