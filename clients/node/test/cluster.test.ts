@@ -10,6 +10,7 @@ import { CLUSTER, type AppClient } from './clients.js';
 import { RedisCluster } from './servers.js';
 
 type Req = { ip: string; user: string };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let cluster: RedisCluster;
 before(async () => {
@@ -75,6 +76,33 @@ for (const [name, connect] of Object.entries(CLUSTER)) {
       // u5 was charged nothing: from another address, its limits are fresh.
       const again = await limiter.check({ ip: '10.3.3.3', user: 'u5' });
       assert.deepEqual(again?.limits.map((l) => l.remaining), [1, 2, 3]);
+    });
+
+    test('no answer in time: fail open, and the paused calls never charge later', async () => {
+      const lines: string[] = [];
+      const slow = createLimiter<Req>({
+        redis: app.client,
+        prefix: `rl:${run}:slow:`,
+        key: (req) => `user:${req.user}`,
+        limits: [{ name: 'burst', limit: 5, rate: 0.001 }, { name: 'ip', limit: 5, rate: 0.001, key: (req) => `ip:${req.ip}` }],
+        timeoutMs: 300,
+        log: (line) => lines.push(line),
+      });
+      try {
+        assert.deepEqual((await slow.check({ ip: '10.4.4.4', user: 'ada' }))?.limits.map((l) => l.remaining), [4, 4]);
+        await Promise.all(cluster.nodes.map((node) => node.cli('client', 'pause', '1000', 'ALL')));
+        assert.equal(await slow.check({ ip: '10.4.4.4', user: 'ada' }), null);
+        assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 300 ms (letting the request through)']);
+        await sleep(1200);
+        let decision = null;
+        for (let i = 0; i < 50 && decision === null; i++) {
+          decision = await slow.check({ ip: '10.4.4.4', user: 'ada' });
+          if (decision === null) await sleep(100);
+        }
+        assert.deepEqual(decision?.limits.map((l) => l.remaining), [3, 3]);
+      } finally {
+        slow.close();
+      }
     });
   });
 }
