@@ -7,6 +7,7 @@ import {
   checkLimits,
   checkUnknown,
   costOf,
+  sizeOf,
   isBucket,
   RateLimitConfigError,
   type Algorithm,
@@ -130,6 +131,8 @@ class Link {
 interface Charge {
   limit: CheckedLimit;
   key: string;
+  /** The limit's size for this request. */
+  size: number;
   cost: number;
 }
 
@@ -223,7 +226,7 @@ export class Limiter<Req = any> {
       this.limits.map(async (limit) => {
         const partition = await (limit.key ?? this.key)(req);
         if (typeof partition !== 'string') throw new TypeError(`key of limit "${limit.name}" must give a string`);
-        return { limit, key: `${this.prefix}{${partition}}:${limit.name}`, cost: await costOf(limit, req) };
+        return { limit, key: `${this.prefix}{${partition}}:${limit.name}`, size: await sizeOf(limit, req), cost: await costOf(limit, req) };
       }),
     );
   }
@@ -257,7 +260,7 @@ export class Limiter<Req = any> {
 
   private async multi(charges: Charge[]) {
     const args = ['RL.MULTI', String(charges.length), ...charges.map((c) => c.key), '*'];
-    for (const { limit, cost } of charges) args.push(limit.algorithm.toUpperCase(), String(limit.limit), decimal(limit.param), String(cost));
+    for (const { limit, size, cost } of charges) args.push(limit.algorithm.toUpperCase(), String(size), decimal(limit.param), String(cost));
     const reply = (await this.link.send(charges[0].key, args)) as [number, number, ...number[][]];
     const [allowed, retryAfterMs, ...fields] = reply;
     return {
@@ -285,9 +288,9 @@ export class Limiter<Req = any> {
     };
   }
 
-  private async refundOne({ limit, key }: Charge, units: number) {
+  private async refundOne({ limit, key, size }: Charge, units: number) {
     if (units <= 0) return;
-    await this.link.send(key, ['RL.REFUND', key, limit.algorithm.toUpperCase(), String(limit.limit), decimal(limit.param), '*', String(units)]);
+    await this.link.send(key, ['RL.REFUND', key, limit.algorithm.toUpperCase(), String(size), decimal(limit.param), '*', String(units)]);
   }
 }
 

@@ -16,8 +16,8 @@ export type PerRequest<Req, T> = T | ((req: Req) => T | Promise<T>);
 export interface Limit<Req = any> {
   /** `tokenbucket` by default. */
   algorithm?: Algorithm;
-  /** The bucket's capacity, or the window's limit: an integer from 1 to 2^53-1. */
-  limit: number;
+  /** The bucket's capacity, or the window's limit: an integer from 1 to 2^53-1; may be a function of the request (per plan). */
+  limit: PerRequest<Req, number>;
   /** Buckets only: units per second. */
   rate?: number;
   /** Window algorithms only: the window in seconds (0.001 and up). */
@@ -35,7 +35,7 @@ export interface Limit<Req = any> {
 /** A limit after checking: every field set. */
 export interface CheckedLimit<Req = any> {
   algorithm: Algorithm;
-  limit: number;
+  limit: PerRequest<Req, number>;
   /** rate (buckets) or window (windows), as the module takes it. */
   param: number;
   cost: PerRequest<Req, number>;
@@ -111,7 +111,7 @@ function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): Chec
   if (!ALGORITHMS.includes(algorithm)) {
     throw new RateLimitConfigError(`${option}.algorithm`, `must be one of ${ALGORITHMS.join(', ')} (got ${String(algorithm)})`);
   }
-  const size = checkInteger(`${option}.limit`, limit.limit, 1);
+  const size = typeof limit.limit === 'function' ? limit.limit : checkInteger(`${option}.limit`, limit.limit, 1);
   let param: number;
   if (isBucket(algorithm)) {
     if (limit.window !== undefined) {
@@ -121,7 +121,7 @@ function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): Chec
       throw new RateLimitConfigError(`${option}.rate`, `required for ${algorithm} (units per second)`);
     }
     param = checkNumber(`${option}.rate`, limit.rate, 0.000001, 1e12);
-    if (size / param > 1e12) {
+    if (typeof size === 'number' && size / param > 1e12) {
       throw new RateLimitConfigError(`${option}.rate`, 'limit / rate must be at most 1e12 seconds');
     }
   } else {
@@ -172,4 +172,14 @@ export function checkLimits<Req>(option: string, limits: Limit<Req> | Limit<Req>
 export async function costOf<Req>(limit: CheckedLimit<Req>, req: Req): Promise<number> {
   const cost = typeof limit.cost === 'function' ? await limit.cost(req) : limit.cost;
   return checkInteger(`${limit.name}: cost`, cost, 0);
+}
+
+/** The limit for this request, checked the same way when it comes from a function. */
+export async function sizeOf<Req>(limit: CheckedLimit<Req>, req: Req): Promise<number> {
+  if (typeof limit.limit === 'number') return limit.limit;
+  const size = checkInteger(`${limit.name}: limit`, await limit.limit(req), 1);
+  if (isBucket(limit.algorithm) && size / limit.param > 1e12) {
+    throw new RateLimitConfigError(`${limit.name}: limit`, 'limit / rate must be at most 1e12 seconds');
+  }
+  return size;
 }

@@ -142,6 +142,31 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
       );
     });
 
+    test('async key and limit functions: a quota per plan, from an async lookup', async () => {
+      const plans: Record<string, number> = { ada: 3, grace: 1 };
+      const lookup = async (id: string) => {
+        await sleep(1);
+        return plans[id] ?? 1;
+      };
+      await withApp(
+        (app, limit) => {
+          app.use(limit({
+            key: async (req: any) => `user:${req.user?.id ?? 'anonymous'}`,
+            limits: { name: 'plan', limit: async (req: any) => lookup(req.user?.id), rate: 0.001 },
+          }));
+          app.get('/', (_req: any, res: any) => res.json({ ok: true }));
+        },
+        async (get) => {
+          for (const remaining of [2, 1, 0]) {
+            assert.deepEqual(fields(await get('/', { 'x-user': 'ada' })), { status: 200, policy: '"plan";q=3;w=3000', limit: `"plan";r=${remaining};t=1000`, retryAfter: null });
+          }
+          assert.equal((await get('/', { 'x-user': 'ada' })).status, 429);
+          assert.deepEqual(fields(await get('/', { 'x-user': 'grace' })), { status: 200, policy: '"plan";q=1;w=1000', limit: '"plan";r=0;t=1000', retryAfter: null });
+          assert.equal((await get('/', { 'x-user': 'grace' })).status, 429);
+        },
+      );
+    });
+
     test('behind a trusted proxy: keyed by X-Forwarded-For, IPv6 by /56', async () => {
       await withApp(
         (app, limit) => {

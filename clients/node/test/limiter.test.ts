@@ -115,6 +115,8 @@ for (const [name, connect] of Object.entries(SINGLE)) {
       // A per-request cost that is not a whole number is a programming error too.
       const bad = limiter({ limits: { limit: 10, rate: 1, cost: () => 2.5 } });
       await assert.rejects(bad.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: cost: must be an integer from 0 to 9007199254740991 \(got 2.5\)$/);
+      const badLimit = limiter({ limits: { limit: async () => 0, rate: 1 } });
+      await assert.rejects(badLimit.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: limit: must be an integer from 1 to 9007199254740991 \(got 0\)$/);
       assert.deepEqual(lines, []);
     });
 
