@@ -183,6 +183,23 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
       );
     });
 
+    test('two separate limiters with one policy name on a request: a server error, not a shared key', async () => {
+      await withApp(
+        (app, limit) => {
+          app.use(limit({ limits: { limit: 3, rate: 1 } }));
+          app.use(limit({ limits: { algorithm: 'fixedwindow', limit: 3, window: 60 } }));
+          app.get('/', (_req: any, res: any) => res.json({ ok: true }));
+        },
+        async (get) => {
+          const res = await get('/');
+          assert.equal(res.status, 500);
+          assert.deepEqual(await res.json(), {
+            error: 'name: policy "default" is used by two limiters on one request: give each its own name, or stack them with with()',
+          });
+        },
+      );
+    });
+
     test('an error reply goes to the error handler (500), never through', async () => {
       await server.cli('set', 'ratelimit:{ip:127.0.0.1}:default', 'not a limiter');
       await withApp(

@@ -99,3 +99,27 @@ test('skipFailedRequests refunds a 404; Redis too slow and failing closed is a 5
     assert.match((await get('/')).headers.get('ratelimit')!, /^"app";r=3;t=(999|1000)$/);
   });
 });
+
+test('skip, a custom handler, and a request that can never pass', async () => {
+  const app = Fastify();
+  await app.register(fastifyRateLimit, {
+    redis,
+    limits: { name: 'tokens', limit: 100, rate: 0.001, cost: async (request: any) => Number(request.query.tokens ?? 1) },
+    skip: (request: any) => request.headers['x-internal'] === 'yes',
+    handler: (_request: any, reply: any, decision: any) => reply.code(429).send({ denied: decision.limits.map((l: any) => l.name), never: decision.neverAllowed }),
+  });
+  app.get('/', async () => ({ ok: true }));
+  const address = await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    const skipped = await fetch(`${address}/?tokens=1000`, { headers: { 'x-internal': 'yes' } });
+    assert.deepEqual([skipped.status, skipped.headers.get('ratelimit')], [200, null]);
+    const never = await fetch(`${address}/?tokens=101`);
+    assert.deepEqual([never.status, never.headers.get('retry-after'), never.headers.get('ratelimit'), await never.json()], [429, null, '"tokens";r=100', { denied: ['tokens'], never: true }]);
+    const ok = await fetch(`${address}/?tokens=100`);
+    assert.deepEqual([ok.status, ok.headers.get('ratelimit')], [200, '"tokens";r=0;t=1000']);
+    const denied = await fetch(`${address}/`);
+    assert.deepEqual([denied.status, denied.headers.get('retry-after'), await denied.json()], [429, '1000', { denied: ['tokens'], never: false }]);
+  } finally {
+    await app.close();
+  }
+});
