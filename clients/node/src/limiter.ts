@@ -235,12 +235,21 @@ export class Limiter<Req = any> {
   private async decide(charges: Charge[]): Promise<Decision> {
     if (charges.length === 0) return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async () => {} };
     const groups = this.cluster ? groupByTag(charges) : [charges];
-    const replies = await Promise.all(groups.map((group) => this.multi(group)));
-    const allowed = replies.every((reply) => reply.allowed);
-    if (!allowed) {
-      // On a cluster some groups may have taken their units: give them back.
-      await Promise.all(replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((l, i) => this.refundOne(r.charges[i], l.cost))));
+    const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
+    const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    const allowed = failure === undefined && replies.every((reply) => reply.allowed);
+    if (!allowed && groups.length > 1) {
+      // On a cluster some groups may have taken their units while another
+      // denied or failed: give them back. A refund that fails is logged; the
+      // denial stands.
+      const taken = replies.filter((r) => r.allowed).flatMap((r) => r.charges);
+      const refunds = await Promise.allSettled(taken.map((charge) => this.refundOne(charge, charge.cost)));
+      for (const refund of refunds) {
+        if (refund.status === 'rejected') this.log(`rate limiter refund failed: ${String(refund.reason)}`);
+      }
     }
+    if (failure) throw failure.reason;
     const waits = replies.map((r) => r.retryAfterMs);
     const retryAfterMs = allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits);
     const limits = replies.flatMap((r) => r.limits);

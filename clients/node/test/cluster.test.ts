@@ -78,6 +78,13 @@ for (const [name, connect] of Object.entries(CLUSTER)) {
       assert.deepEqual(again?.limits.map((l) => l.remaining), [1, 2, 3]);
     });
 
+    test('an error reply on one slot: a server error, and the other slot\'s units are given back', async () => {
+      await cluster.cli('set', `rl:${run}:{ip:10.5.5.5}:ip`, 'not a limiter');
+      await assert.rejects(limiter.check({ ip: '10.5.5.5', user: 'w1' }), /WRONGTYPE/);
+      const fresh = await limiter.check({ ip: '10.6.6.6', user: 'w1' });
+      assert.deepEqual(fresh?.limits.map((l) => l.remaining), [1, 2, 3]);
+    });
+
     test('no answer in time: fail open, and the paused calls never charge later', async () => {
       const lines: string[] = [];
       const slow = createLimiter<Req>({
