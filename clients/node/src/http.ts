@@ -20,7 +20,7 @@ export interface HttpOptions<Req, Res> {
   skipSuccessfulRequests?: boolean;
   /** Leaky bucket limits: delay an admitted request by its delay_ms (pacing) before it runs. */
   throttle?: boolean;
-  /** Send RateLimit-Policy and RateLimit (true by default). */
+  /** Send RateLimit-Policy and RateLimit (true by default); Retry-After is sent on a denial either way. */
   headers?: boolean;
 }
 
@@ -115,7 +115,9 @@ export async function decideRequest<Req extends object, Res>(limiter: Limiter<Re
     throw error;
   }
   if (decision === null) return { action: 'next', decision: null, headers: {} };
-  const headers = http.headers && decision.limits.length > 0 ? rateLimitHeaders(decision) : {};
+  const all = decision.limits.length > 0 ? rateLimitHeaders(decision) : {};
+  // Without the RateLimit fields a denial still says when to come back.
+  const headers = http.headers ? all : 'Retry-After' in all ? { 'Retry-After': all['Retry-After'] } : {};
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }

@@ -220,6 +220,7 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
         (app, limit) => {
           app.get('/health', limit({ limits: { limit: 1, rate: 0.001 }, skip: async (req: any) => req.path === '/health' }), (_req: any, res: any) => res.json({ ok: true }));
           app.get('/plain', limit({ limits: { limit: 1, rate: 0.001, name: 'plain' }, statusCode: 503, message: 'Slow down.' }), (_req: any, res: any) => res.json({ ok: true }));
+          app.get('/quiet', limit({ limits: { limit: 1, rate: 0.001, name: 'quiet' }, headers: false }), (_req: any, res: any) => res.json({ ok: true }));
           app.get('/custom', limit({ limits: { limit: 1, rate: 0.001, name: 'custom' }, handler: (_req: any, res: any, decision: any) => res.status(429).type('text').send(`wait ${decision.retryAfterMs > 0}`) }), (_req: any, res: any) => res.json({ ok: true }));
         },
         async (get) => {
@@ -231,6 +232,10 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
           const plain = await get('/plain');
           assert.equal(plain.status, 503);
           assert.deepEqual(await plain.json(), { error: 'rate_limit_exceeded', message: 'Slow down.', retry_after_seconds: 1000 });
+          const quiet = await get('/quiet');
+          assert.deepEqual([quiet.status, quiet.headers.get('ratelimit'), quiet.headers.get('ratelimit-policy')], [200, null, null]);
+          const quietDenied = await get('/quiet');
+          assert.deepEqual([quietDenied.status, quietDenied.headers.get('ratelimit'), quietDenied.headers.get('retry-after')], [429, null, '1000']);
           assert.equal((await get('/custom')).status, 200);
           const custom = await get('/custom');
           assert.deepEqual([custom.status, await custom.text(), custom.headers.get('retry-after')], [429, 'wait true', '1000']);
