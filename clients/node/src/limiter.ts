@@ -243,11 +243,13 @@ export class Limiter<Req = any> {
       // On a cluster some groups may have taken their units while another
       // denied or failed: give them back. A refund that fails is logged; the
       // denial stands.
-      const taken = replies.filter((r) => r.allowed).flatMap((r) => r.charges);
-      const refunds = await Promise.allSettled(taken.map((charge) => this.refundOne(charge, charge.cost)));
-      for (const refund of refunds) {
+      const taken = replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((limit, i) => ({ limit, charge: r.charges[i] })));
+      const refunds = await Promise.allSettled(taken.map(({ charge }) => this.refundOne(charge, charge.cost)));
+      refunds.forEach((refund, i) => {
         if (refund.status === 'rejected') this.log(`rate limiter refund failed: ${String(refund.reason)}`);
-      }
+        // As RL.MULTI reports a denied call: each limit's state as it stays.
+        else if (refund.value) Object.assign(taken[i].limit, stateOf(refund.value));
+      });
     }
     if (failure) throw failure.reason;
     const waits = replies.map((r) => r.retryAfterMs);
@@ -297,10 +299,17 @@ export class Limiter<Req = any> {
     };
   }
 
-  private async refundOne({ limit, key, size }: Charge, units: number) {
-    if (units <= 0) return;
-    await this.link.send(key, ['RL.REFUND', key, limit.algorithm.toUpperCase(), String(size), decimal(limit.param), '*', String(units)]);
+  /** RL.REFUND: the limit's fields after the refund, or undefined when there was nothing to give back. */
+  private async refundOne({ limit, key, size }: Charge, units: number): Promise<number[] | undefined> {
+    if (units <= 0) return undefined;
+    return (await this.link.send(key, ['RL.REFUND', key, limit.algorithm.toUpperCase(), String(size), decimal(limit.param), '*', String(units)])) as number[];
   }
+}
+
+/** A limit's state from the fields of a reply (remaining, reset, delay). */
+function stateOf(fields: number[]): Pick<LimitDecision, 'remaining' | 'resetAfterMs'> & { delayMs?: number } {
+  const [, remaining, , , reset, delay] = fields.map(Number);
+  return { remaining, resetAfterMs: reset, ...(delay === undefined ? {} : { delayMs: delay }) };
 }
 
 /** Charges grouped by their key's hash tag, so each group shares a cluster slot. */

@@ -69,8 +69,8 @@ for (const [name, connect] of Object.entries(CLUSTER)) {
       const denied = await limiter.check({ ip: '10.2.2.2', user: 'u5' });
       assert.equal(denied?.allowed, false);
       assert.deepEqual(denied?.limits.map((l) => [l.name, l.allowed, l.remaining]), [
-        ['burst', true, 1],
-        ['daily', true, 2],
+        ['burst', true, 2],
+        ['daily', true, 3],
         ['ip', false, 0],
       ]);
       // u5 was charged nothing: from another address, its limits are fresh.

@@ -69,8 +69,8 @@ test('a route\'s own limits go with the app\'s in one call; a route can opt out'
     assert.equal(search.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
     const denied = await get('/search');
     assert.equal(denied.status, 429);
-    // Denied as a whole (the app limit's r is what it would have left had the call passed)...
-    assert.equal(denied.headers.get('ratelimit'), '"app";r=3;t=1000, "search";r=0;t=1000');
+    // Denied as a whole: the app limit keeps its units...
+    assert.equal(denied.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
     for (let i = 0; i < 10; i++) assert.equal((await get('/health')).headers.get('ratelimit'), null);
     // ...and took nothing: the app limit had 4 left.
     assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=3;t=1000');

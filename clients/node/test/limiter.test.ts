@@ -73,14 +73,14 @@ for (const [name, connect] of Object.entries(SINGLE)) {
         ['tokens', 'ratelimit:{user:ada}:tokens', true, 400, 600],
         ['per-ip', 'ratelimit:{ip:10.0.0.1}:per-ip', true, 99, 1],
       ]);
-      // 600 more tokens do not fit: nothing is taken anywhere. (The limits that
-      // alone would admit report what they would have left had the call passed.)
+      // 600 more tokens do not fit: nothing is taken anywhere, and each limit
+      // reports the state it keeps.
       const denied = await check.check({ ip: '10.0.0.1', user: 'ada', tokens: 600 });
       assert.equal(denied?.allowed, false);
       assert.deepEqual(denied?.limits.map((l) => [l.name, l.allowed, l.remaining]), [
-        ['requests', true, 3],
+        ['requests', true, 4],
         ['tokens', false, 400],
-        ['per-ip', true, 98],
+        ['per-ip', true, 99],
       ]);
       const peek = await check.check({ ip: '10.0.0.1', user: 'ada', tokens: 0 });
       assert.deepEqual(peek?.limits.map((l) => l.remaining), [3, 400, 98]);
