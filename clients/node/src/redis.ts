@@ -105,9 +105,11 @@ function ioredis(client: Anything): ClientKind {
 }
 
 /**
- * ioredis sends a command it does not know to any node and relies on a
- * MOVED reply to find the right one; a module command is not always
- * redirected, so the limiter picks the primary of the key's slot itself.
+ * ioredis sends a command it does not know (a module's) to any node and
+ * relies on a MOVED reply to find the right one: a round trip more, and
+ * only as good as the module's key declaration. The limiter picks the
+ * primary of the key's slot itself, and follows MOVED once when the slot
+ * has moved since.
  */
 function ioredisCluster(cluster: Anything): ClientKind {
   return {
