@@ -85,6 +85,16 @@ for (const [name, connect] of Object.entries(CLUSTER)) {
       assert.deepEqual(fresh?.limits.map((l) => l.remaining), [1, 2, 3]);
     });
 
+    test('a slot moved to another node: the calls follow it, the state moved with it', async () => {
+      const user = `mover-${run}`;
+      assert.deepEqual((await limiter.check({ ip: '10.7.7.7', user }))?.limits.map((l) => l.remaining), [1, 2, 3]);
+      const before = await cluster.ownerOf(`rl:${run}:{user:${user}}:burst`);
+      await cluster.moveSlotOf(`rl:${run}:{user:${user}}:burst`);
+      assert.notEqual((await cluster.ownerOf(`rl:${run}:{user:${user}}:burst`)).port, before.port);
+      assert.deepEqual((await limiter.check({ ip: '10.7.7.7', user }))?.limits.map((l) => l.remaining), [0, 1, 2]);
+      assert.equal((await limiter.check({ ip: '10.7.7.7', user }))?.allowed, false);
+    });
+
     test('no answer in time: fail open, and the paused calls never charge later', async () => {
       const lines: string[] = [];
       const slow = createLimiter<Req>({

@@ -125,6 +125,31 @@ export class RedisCluster {
     return stdout.trim();
   }
 
+  /** The node serving `key`'s slot now: the one that does not answer MOVED. */
+  async ownerOf(key: string): Promise<RedisServer> {
+    for (const node of this.nodes) {
+      if (!(await node.cli('type', key)).startsWith('MOVED')) return node;
+    }
+    throw new Error(`no node serves ${key}`);
+  }
+
+  /** Moves `key`'s slot, with its keys, to another node, as resharding does. */
+  async moveSlotOf(key: string): Promise<void> {
+    const slot = await this.nodes[0].cli('cluster', 'keyslot', key);
+    const source = await this.ownerOf(key);
+    const target = this.nodes.find((n) => n !== source)!;
+    const sourceId = await source.cli('cluster', 'myid');
+    const targetId = await target.cli('cluster', 'myid');
+    await target.cli('cluster', 'setslot', slot, 'importing', sourceId);
+    await source.cli('cluster', 'setslot', slot, 'migrating', targetId);
+    for (;;) {
+      const keys = (await source.cli('cluster', 'getkeysinslot', slot, '100')).split('\n').filter(Boolean);
+      if (keys.length === 0) break;
+      await source.cli('migrate', '127.0.0.1', String(target.port), '', '0', '5000', 'keys', ...keys);
+    }
+    for (const node of this.nodes) await node.cli('cluster', 'setslot', slot, 'node', targetId);
+  }
+
   async stop(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.stop()));
   }
