@@ -66,18 +66,25 @@ test('ES module import', () => {
   assert.equal(run('node', ['esm.mjs'], app).trim(), EXPECTED);
 });
 
-test('CommonJS require', () => {
+test('CommonJS require, also where require() cannot load ES modules (Node 20 before 20.19)', () => {
   writeFileSync(join(app, 'cjs.cjs'), `const { createLimiter, rateLimit, fastifyRateLimit } = require('redis-ratelimit-client');\n${CLIENT.replace('(): any', '()')}\n${SOURCE.replace(' as Error', '')}`);
   assert.equal(run('node', ['cjs.cjs'], app).trim(), EXPECTED);
+  assert.equal(run('node', ['--no-experimental-require-module', 'cjs.cjs'], app).trim(), EXPECTED);
 });
 
-for (const mode of ['commonjs', 'module'] as const) {
+const PROJECTS = {
+  'commonjs, NodeNext': { type: 'commonjs', module: 'NodeNext', moduleResolution: 'NodeNext' },
+  'ES module, NodeNext': { type: 'module', module: 'NodeNext', moduleResolution: 'NodeNext' },
+  'commonjs, classic node resolution': { type: 'commonjs', module: 'CommonJS', moduleResolution: 'Node10' },
+};
+
+for (const [mode, { type, ...options }] of Object.entries(PROJECTS)) {
   test(`strict TypeScript, ${mode} project, no @types installed`, () => {
-    const dir = join(app, `ts-${mode}`);
+    const dir = join(app, `ts-${mode.replace(/\W+/g, '-')}`);
     mkdirSync(dir);
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: mode }));
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ type }));
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', types: [], noEmit: false, outDir: 'out' },
+      compilerOptions: { strict: true, ...options, target: 'ES2022', types: [], noEmit: false, outDir: 'out' },
       include: ['main.ts'],
     }));
     writeFileSync(join(dir, 'main.ts'), `import { createLimiter, rateLimit, fastifyRateLimit, type Decision } from 'redis-ratelimit-client';
