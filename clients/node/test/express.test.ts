@@ -142,6 +142,25 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
       );
     });
 
+    test('the app limiter mounted before a route\'s with(): the app limits are charged once, the route\'s after', async () => {
+      await withApp(
+        (app, limit) => {
+          const limiter = limit({ limits: { name: 'app', limit: 5, rate: 0.001 } });
+          app.use(limiter);
+          app.get('/search', limiter.with({ name: 'search', limit: 1, rate: 0.001 }), (_req: any, res: any) => res.json({ ok: 'search' }));
+          app.get('/', (_req: any, res: any) => res.json({ ok: true }));
+        },
+        async (get) => {
+          const search = await get('/search');
+          assert.deepEqual(fields(search), { status: 200, policy: '"app";q=5;w=5000, "search";q=1;w=1000', limit: '"app";r=4;t=1000, "search";r=0;t=1000', retryAfter: null });
+          // Two calls in this order: the app limit took its unit before the route's denied.
+          const denied = await get('/search');
+          assert.deepEqual(fields(denied), { status: 429, policy: '"app";q=5;w=5000, "search";q=1;w=1000', limit: '"app";r=3;t=1000, "search";r=0;t=1000', retryAfter: '1000' });
+          assert.equal(fields(await get('/')).limit, '"app";r=2;t=1000');
+        },
+      );
+    });
+
     test('async key and limit functions: a quota per plan, from an async lookup', async () => {
       const plans: Record<string, number> = { ada: 3, grace: 1 };
       const lookup = async (id: string) => {
