@@ -1,47 +1,72 @@
-// A decision as HTTP: the IETF RateLimit fields, the older trio, and the
-// 429 body the seed guide shows.
+// A decision as HTTP: the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers, Retry-After, and the 429 bodies.
+// docs/clients.md says what each value is and why.
 
-import type { Decision } from './limiter.js';
+import { serializeList, type List } from 'structured-headers';
+
+import { isBucket } from './options.js';
+import { windowSeconds, type Decision, type LimitDecision } from './limiter.js';
+
+/** Structured Fields Integers stop at 15 digits. */
+const SF_MAX = 999_999_999_999_999;
 
 /** Whole seconds, rounded up. */
 export function seconds(ms: number): number {
   return Math.ceil(ms / 1000);
 }
 
-/** Quoted as a Structured Field String. */
-function sfString(text: string): string {
-  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+/**
+ * Seconds until more quota is available (the draft's `t`), or undefined
+ * when none will come: the limiter is fresh, or it can never admit.
+ */
+function resetSeconds(limit: LimitDecision, decision: Decision): number | undefined {
+  if (!decision.allowed && !limit.allowed) {
+    return limit.retryAfterMs === -1 ? undefined : seconds(decision.retryAfterMs);
+  }
+  if (limit.resetAfterMs <= 0) return undefined;
+  if (isBucket(limit.algorithm)) {
+    // Units come back continuously: the next whole one is (limit - remaining - 1) / rate
+    // before full. The reply's reset is rounded up to a millisecond: take that back.
+    const nextUnit = (limit.resetAfterMs - 1) / 1000 - (limit.limit - limit.remaining - 1) / limit.param;
+    return Math.max(0, Math.ceil(nextUnit));
+  }
+  // Fixed window: its end. Sliding window and log: when fresh, an upper bound.
+  return seconds(limit.resetAfterMs);
 }
 
-/**
- * The fields of draft-ietf-httpapi-ratelimit-headers:
- * `RateLimit-Policy: "default";q=100;w=60` and `RateLimit: "default";r=42;t=30`,
- * and, with `legacy`, `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`.
- * A denied decision adds `Retry-After`, unless it can never pass.
- */
-export function rateLimitHeaders(decision: Decision, legacy = false): Record<string, string> {
-  const { name, quota, windowSeconds } = decision.policy;
-  const reset = seconds(decision.resetAfterMs);
+/** The two IETF fields, and Retry-After on a denial that can pass later. */
+export function rateLimitHeaders(decision: Decision): Record<string, string> {
+  const policies: List = decision.limits.map((limit) => {
+    const params = new Map<string, number | string>([['q', Math.min(limit.limit, SF_MAX)]]);
+    if (limit.quotaUnit !== undefined && limit.quotaUnit !== 'requests') params.set('qu', limit.quotaUnit);
+    params.set('w', windowSeconds(limit));
+    return [limit.name, params];
+  });
+  const limits: List = decision.limits.map((limit) => {
+    const params = new Map<string, number>([['r', Math.min(limit.remaining, SF_MAX)]]);
+    const t = resetSeconds(limit, decision);
+    if (t !== undefined) params.set('t', Math.min(t, SF_MAX));
+    return [limit.name, params];
+  });
   const headers: Record<string, string> = {
-    'RateLimit-Policy': `${sfString(name)};q=${quota};w=${windowSeconds}`,
-    RateLimit: `${sfString(name)};r=${decision.remaining};t=${reset}`,
+    'RateLimit-Policy': serializeList(policies),
+    RateLimit: serializeList(limits),
   };
-  if (legacy) {
-    headers['RateLimit-Limit'] = String(decision.limit);
-    headers['RateLimit-Remaining'] = String(decision.remaining);
-    headers['RateLimit-Reset'] = String(reset);
-  }
   if (!decision.allowed && decision.retryAfterMs >= 0) {
     headers['Retry-After'] = String(seconds(decision.retryAfterMs));
   }
   return headers;
 }
 
-/** The JSON body of a 429. `retry_after_seconds` is null when the request can never pass. */
-export function deniedBody(decision: Decision, message = 'Rate limit exceeded. Please try again later.') {
-  return {
-    error: 'rate_limit_exceeded',
-    message,
-    retry_after_seconds: decision.retryAfterMs >= 0 ? seconds(decision.retryAfterMs) : null,
-  };
+export const DEFAULT_MESSAGE = 'Rate limit exceeded. Please try again later.';
+export const NEVER_MESSAGE = 'This request costs more than the rate limit allows in total; it can never be admitted.';
+
+/** The JSON body of a 429; `message` replaces the default one of a denial that can pass later. */
+export function deniedBody(decision: Decision, message: string = DEFAULT_MESSAGE) {
+  return decision.neverAllowed
+    ? { error: 'rate_limit_exceeded', message: NEVER_MESSAGE, retry_after_seconds: null }
+    : { error: 'rate_limit_exceeded', message, retry_after_seconds: seconds(decision.retryAfterMs) };
 }
+
+/** The body of a 503 when Redis is unavailable and the limiter fails closed. */
+export const UNAVAILABLE_BODY = { error: 'rate_limiter_unavailable' };

@@ -1,3 +1,7 @@
-export { checkRateLimit, commandFor, type Algorithm, type CommandSender, type Decision, type LimitOptions } from './limiter.js';
-export { deniedBody, rateLimitHeaders, seconds } from './headers.js';
-export { byHeader, byIp, byUser, rateLimit, type MiddlewareOptions } from './middleware.js';
+export { createLimiter, Limiter, RateLimiterUnavailable, windowSeconds, type Decision, type LimitDecision, type LimiterOptions } from './limiter.js';
+export { RateLimitConfigError, type Algorithm, type Limit, type QuotaUnit } from './options.js';
+export { byIp, byUser, ipKey, type RequestWithAddress } from './keys.js';
+export { deniedBody, rateLimitHeaders, seconds, DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY } from './headers.js';
+export type { HttpOptions, MiddlewareOptions } from './http.js';
+export { rateLimit, type ExpressLikeNext, type ExpressLikeRequest, type ExpressLikeResponse, type ExpressRateLimit } from './express.js';
+export { fastifyRateLimit, type FastifyLikeRequest, type RouteRateLimit } from './fastify.js';

@@ -1,69 +1,163 @@
-// checkRateLimit against a real server, for each of the five algorithms.
+// check(), the framework-free call, against a real redis-server with the
+// module, through each single-server client: one RL.MULTI for all limits,
+// refunds, errors as errors, and Redis unavailable or slow.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, beforeEach, describe, test } from 'node:test';
 
-import { createClient } from 'redis';
+import { createLimiter, RateLimiterUnavailable, type LimiterOptions } from '../src/index.js';
+import { SINGLE, type AppClient } from './clients.js';
+import { RedisServer } from './servers.js';
 
-import { checkRateLimit, commandFor } from '../src/index.js';
-import { RedisServer } from './server.js';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+type Req = { ip: string; user?: string; tokens?: number };
 
-let server: RedisServer;
-let redis: ReturnType<typeof createClient>;
+for (const [name, connect] of Object.entries(SINGLE)) {
+  describe(`check() with ${name}`, () => {
+    let server: RedisServer;
+    let app: AppClient;
+    const limiters: { close(): void }[] = [];
+    const limiter = (options: Omit<LimiterOptions<Req>, 'redis'>) => {
+      const made = createLimiter<Req>({ redis: app.client, ...options });
+      limiters.push(made);
+      return made;
+    };
 
-before(async () => {
-  server = await RedisServer.start();
-  redis = createClient({ url: server.url });
-  await redis.connect();
-});
+    before(async () => {
+      server = await RedisServer.start();
+      app = await connect(server);
+    });
+    after(async () => {
+      for (const made of limiters) made.close();
+      await app.close();
+      await server.stop();
+    });
+    beforeEach(async () => {
+      await server.cli('flushall');
+    });
 
-after(async () => {
-  redis.destroy();
-  await server.stop();
-});
+    test('one limit: the module\'s reply as a decision, keyed by address', async () => {
+      const check = limiter({ limits: { limit: 3, rate: 0.001 } });
+      const first = await check.check({ ip: '203.0.113.7' });
+      assert.ok(first);
+      assert.equal(first.allowed, true);
+      assert.equal(first.retryAfterMs, 0);
+      const [only] = first.limits;
+      assert.deepEqual(
+        { ...only, resetAfterMs: Math.ceil(only.resetAfterMs / 1000) },
+        {
+          name: 'default', algorithm: 'tokenbucket', key: 'ratelimit:{ip:203.0.113.7}:default', allowed: true,
+          remaining: 2, limit: 3, retryAfterMs: 0, resetAfterMs: 1000, cost: 1, param: 0.001, quotaUnit: undefined,
+        },
+      );
+      await check.check({ ip: '203.0.113.7' });
+      await check.check({ ip: '203.0.113.7' });
+      const denied = await check.check({ ip: '203.0.113.7' });
+      assert.equal(denied?.allowed, false);
+      assert.equal(Math.ceil(denied!.retryAfterMs / 1000), 1000);
+      assert.equal((await check.check({ ip: '203.0.113.8' }))?.allowed, true);
+    });
 
-test('commands carry the options in the module syntax', () => {
-  assert.deepEqual(commandFor('k', { limit: 10, rate: 0.5 }), ['RL.TOKENBUCKET', 'k', '10', '0.5', '*', '1']);
-  assert.deepEqual(
-    commandFor('k', { algorithm: 'slidinglog', limit: 5, window: 60, now: 1700000000.25, cost: 2 }),
-    ['RL.SLIDINGLOG', 'k', '5', '60', '1700000000.25', '2'],
-  );
-  assert.throws(() => commandFor('k', { algorithm: 'fixedwindow', limit: 5 }), /positive window/);
-});
+    test('per user and per IP, requests and tokens: all or nothing in one RL.MULTI', async () => {
+      const check = limiter({
+        key: (req) => `user:${req.user}`,
+        limits: [
+          { name: 'requests', limit: 5, rate: 0.001 },
+          { name: 'tokens', algorithm: 'slidingwindow', limit: 1000, window: 60, cost: (req) => req.tokens ?? 0 },
+          { name: 'per-ip', algorithm: 'fixedwindow', limit: 100, window: 3600, key: async (req) => `ip:${req.ip}` },
+        ],
+      });
+      const ok = await check.check({ ip: '10.0.0.1', user: 'ada', tokens: 600 });
+      assert.deepEqual(ok?.limits.map((l) => [l.name, l.key, l.allowed, l.remaining, l.cost]), [
+        ['requests', 'ratelimit:{user:ada}:requests', true, 4, 1],
+        ['tokens', 'ratelimit:{user:ada}:tokens', true, 400, 600],
+        ['per-ip', 'ratelimit:{ip:10.0.0.1}:per-ip', true, 99, 1],
+      ]);
+      // 600 more tokens do not fit: nothing is taken anywhere, and each limit
+      // reports the state it keeps.
+      const denied = await check.check({ ip: '10.0.0.1', user: 'ada', tokens: 600 });
+      assert.equal(denied?.allowed, false);
+      assert.deepEqual(denied?.limits.map((l) => [l.name, l.allowed, l.remaining]), [
+        ['requests', true, 4],
+        ['tokens', false, 400],
+        ['per-ip', true, 99],
+      ]);
+      const peek = await check.check({ ip: '10.0.0.1', user: 'ada', tokens: 0 });
+      assert.deepEqual(peek?.limits.map((l) => l.remaining), [3, 400, 98]);
+    });
 
-test('token bucket decisions', async () => {
-  const options = { limit: 10, rate: 1, now: 1000 };
-  const first = await checkRateLimit('tb', { ...options, redis });
-  assert.deepEqual(first, {
-    allowed: true, remaining: 9, limit: 10, retryAfterMs: 0, resetAfterMs: 1000,
-    policy: { name: 'default', quota: 10, windowSeconds: 10 },
+    test('a request that can never pass', async () => {
+      const check = limiter({ limits: { limit: 10, rate: 1, cost: (req) => req.tokens ?? 1 } });
+      const never = await check.check({ ip: '10.0.0.2', tokens: 11 });
+      assert.equal(never?.allowed, false);
+      assert.equal(never?.retryAfterMs, -1);
+      assert.equal(never?.neverAllowed, true);
+      assert.equal(await server.cli('exists', 'ratelimit:{ip:10.0.0.2}:default'), '0');
+    });
+
+    test('refund: reserve the most a call may use, give back what it did not', async () => {
+      const check = limiter({ limits: { name: 'tokens', limit: 1000, rate: 0.001, cost: 400 } });
+      const reserved = await check.check({ ip: '10.0.0.3' });
+      assert.equal(reserved?.limits[0].remaining, 600);
+      await reserved!.refund(250); // used 150 of the 400
+      const after = await check.check({ ip: '10.0.0.3' });
+      assert.equal(after?.limits[0].remaining, 450);
+      await after!.refund();
+      await reserved!.refund(1000); // at most its own 400 back
+      assert.equal((await check.check({ ip: '10.0.0.3' }))?.limits[0].remaining, 600);
+    });
+
+    test('an error reply is a server error, never a pass', async () => {
+      const lines: string[] = [];
+      const check = limiter({ limits: { limit: 10, rate: 1 }, log: (line) => lines.push(line) });
+      await server.cli('set', 'ratelimit:{ip:10.0.0.4}:default', 'a string');
+      await assert.rejects(check.check({ ip: '10.0.0.4' }), /^(Error|ReplyError|SimpleError): WRONGTYPE/);
+      // A per-request cost that is not a whole number is a programming error too.
+      const bad = limiter({ limits: { limit: 10, rate: 1, cost: () => 2.5 } });
+      await assert.rejects(bad.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: cost: must be an integer from 0 to 9007199254740991 \(got 2.5\)$/);
+      const badLimit = limiter({ limits: { limit: async () => 0, rate: 1 } });
+      await assert.rejects(badLimit.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: limit: must be an integer from 1 to 9007199254740991 \(got 0\)$/);
+      assert.deepEqual(lines, []);
+    });
+
+    test('no answer in time: fail open, and the paused call never charges later', async () => {
+      const lines: string[] = [];
+      const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 200, log: (line) => lines.push(line) });
+      await check.check({ ip: '10.0.0.6' }); // connected, 9 left
+      await server.cli('client', 'pause', '1000', 'ALL');
+      const started = Date.now();
+      assert.equal(await check.check({ ip: '10.0.0.6' }), null);
+      assert.ok(Date.now() - started < 600);
+      assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 200 ms (letting the request through)']);
+      await sleep(1200); // the pause is over: a command still queued would run now
+      const next = await check.check({ ip: '10.0.0.6' });
+      assert.equal(next?.limits[0].remaining, 8);
+    });
+
+    test('no answer in time, failing closed: RateLimiterUnavailable', async () => {
+      const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 200, failOpen: false, log: () => {} });
+      await check.check({ ip: '10.0.0.7' });
+      await server.cli('client', 'pause', '800', 'ALL');
+      await assert.rejects(check.check({ ip: '10.0.0.7' }), RateLimiterUnavailable);
+      await sleep(1000);
+      assert.equal((await check.check({ ip: '10.0.0.7' }))?.limits[0].remaining, 8);
+    });
+
+    test('Redis restarts: calls made while it is down are not replayed', async () => {
+      const lines: string[] = [];
+      const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 300, log: (line) => lines.push(line) });
+      assert.equal((await check.check({ ip: '10.0.0.8' }))?.limits[0].remaining, 9);
+      await server.kill();
+      for (let i = 0; i < 3; i++) assert.equal(await check.check({ ip: '10.0.0.9' }), null);
+      assert.equal(lines.length, 3);
+      await server.run();
+      // Once reconnected, the first call is the first charge for 10.0.0.9.
+      let decision = null;
+      for (let i = 0; i < 100 && decision === null; i++) {
+        decision = await check.check({ ip: '10.0.0.9' });
+        if (decision === null) await sleep(100);
+      }
+      assert.equal(decision?.limits[0].remaining, 9);
+    });
   });
-  const drained = await checkRateLimit('tb', { ...options, cost: 9, redis });
-  assert.equal(drained.remaining, 0);
-  const denied = await checkRateLimit('tb', { ...options, now: 1000.25, redis });
-  assert.deepEqual([denied.allowed, denied.retryAfterMs, denied.resetAfterMs], [false, 750, 9750]);
-  assert.equal(await redis.pTTL('ratelimit:tb') > 9000, true);
-});
-
-test('leaky bucket paces with a delay', async () => {
-  const options = { algorithm: 'leakybucket' as const, limit: 3, rate: 2, now: 1000 };
-  assert.equal((await checkRateLimit('lb', { ...options, redis })).delayMs, 0);
-  const second = await checkRateLimit('lb', { ...options, redis });
-  assert.deepEqual([second.allowed, second.remaining, second.delayMs], [true, 1, 500]);
-  assert.equal(second.policy.windowSeconds, 2);
-});
-
-test('window algorithms', async () => {
-  for (const algorithm of ['fixedwindow', 'slidingwindow', 'slidinglog'] as const) {
-    const options = { algorithm, limit: 2, window: 60, now: 1700000040 };
-    assert.equal((await checkRateLimit(algorithm, { ...options, cost: 2, redis })).allowed, true);
-    const denied = await checkRateLimit(algorithm, { ...options, redis });
-    assert.equal(denied.allowed, false, algorithm);
-    assert.equal(denied.limit, 2);
-    assert.deepEqual(denied.policy, { name: 'default', quota: 2, windowSeconds: 60 });
-  }
-});
-
-test('bad options are the module errors', async () => {
-  await assert.rejects(checkRateLimit('bad', { limit: 0, rate: 1, redis }), /capacity must be an integer/);
-});
+}

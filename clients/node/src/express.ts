@@ -1,0 +1,91 @@
+// The Express middleware (Express 4 and 5). Its types describe only what
+// it uses, so an app needs no Express types to compile against it.
+
+import { decideRequest, mergeHeader, refundAfter, splitOptions, type CheckedHttp, type MiddlewareOptions } from './http.js';
+import type { Decision, Limiter } from './limiter.js';
+import type { Limit } from './options.js';
+
+/** What the middleware reads of an Express request. */
+export interface ExpressLikeRequest {
+  ip?: string;
+  socket?: { remoteAddress?: string };
+  rateLimit?: Decision;
+}
+
+/** What it uses of an Express response. */
+export interface ExpressLikeResponse {
+  statusCode: number;
+  locals: Record<string, any>;
+  getHeader(name: string): unknown;
+  setHeader(name: string, value: string): unknown;
+  status(code: number): { json(body: unknown): unknown };
+  once(event: 'finish' | 'close', listener: () => void): unknown;
+}
+
+export type ExpressLikeNext = (error?: any) => void;
+
+export interface ExpressRateLimit<Req extends ExpressLikeRequest = any, Res extends ExpressLikeResponse = any> {
+  (req: Req, res: Res, next: ExpressLikeNext): Promise<void>;
+  /** The limiter behind it, for check() and close(). */
+  limiter: Limiter<Req>;
+  /** A middleware for these limits and `extra` ones, in one call (a route's limits on the app's). */
+  with(extra: Limit<Req> | Limit<Req>[]): ExpressRateLimit<Req, Res>;
+}
+
+function middleware<Req extends ExpressLikeRequest, Res extends ExpressLikeResponse>(
+  limiter: Limiter<Req>,
+  http: CheckedHttp<Req, Res>,
+): ExpressRateLimit<Req, Res> {
+  const handle = async (req: Req, res: Res, next: ExpressLikeNext) => {
+    try {
+      const outcome = await decideRequest(limiter, http, req);
+      if (outcome.action === 'unavailable') {
+        res.status(outcome.status).json(outcome.body);
+        return;
+      }
+      for (const [name, value] of Object.entries(outcome.headers)) {
+        res.setHeader(name, mergeHeader(res.getHeader(name), value, name));
+      }
+      if (outcome.decision) {
+        req.rateLimit = outcome.decision;
+        res.locals.rateLimit = outcome.decision;
+      }
+      if (outcome.action === 'deny') {
+        if (http.handler) await http.handler(req, res, outcome.decision);
+        else res.status(outcome.status).json(outcome.body);
+        return;
+      }
+      if (outcome.decision && (http.skipFailedRequests || http.skipSuccessfulRequests)) {
+        const decision = outcome.decision;
+        let done = false;
+        const settle = () => {
+          if (done) return;
+          done = true;
+          // A connection closed before the response finished counts as failed.
+          refundAfter(http, decision, (res as { writableFinished?: boolean }).writableFinished ? res.statusCode : 500, limiter.log);
+        };
+        res.once('finish', settle);
+        res.once('close', settle);
+      }
+      next();
+    } catch (error) {
+      next(error);
+    }
+  };
+  return Object.assign(handle, {
+    limiter,
+    with: (extra: Limit<Req> | Limit<Req>[]) => middleware(limiter.with(extra), http),
+  });
+}
+
+/**
+ * Express middleware: one RL.MULTI over all the limits of a request,
+ * RateLimit headers, 429 on a denial, the decision on `req.rateLimit`
+ * and `res.locals.rateLimit`.
+ */
+export function rateLimit<Req extends ExpressLikeRequest = any, Res extends ExpressLikeResponse = any>(
+  options: MiddlewareOptions<Req, Res>,
+): ExpressRateLimit<Req, Res> {
+  const { limiter, http } = splitOptions(options);
+  return middleware(limiter, http);
+}

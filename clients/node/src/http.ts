@@ -1,0 +1,144 @@
+// What the Express middleware and the Fastify plugin share: their options
+// (checked at setup) and one request's path through the limiter.
+
+import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, UNAVAILABLE_BODY } from './headers.js';
+import { createLimiter, RateLimiterUnavailable, type Decision, type Limiter, type LimiterOptions } from './limiter.js';
+import { checkFunction, RateLimitConfigError } from './options.js';
+
+export interface HttpOptions<Req, Res> {
+  /** True (may be async): this request is not limited at all. */
+  skip?: (req: Req) => boolean | Promise<boolean>;
+  /** Replaces the 429 answer. */
+  handler?: (req: Req, res: Res, decision: Decision) => unknown;
+  /** The status of a denial, 429 by default. */
+  statusCode?: number;
+  /** The message of the 429 body. */
+  message?: string;
+  /** Responses with status >= 400 give their units back. */
+  skipFailedRequests?: boolean;
+  /** Responses with status < 400 give their units back. */
+  skipSuccessfulRequests?: boolean;
+  /** Leaky bucket limits: delay an admitted request by its delay_ms (pacing) before it runs. */
+  throttle?: boolean;
+  /** Send RateLimit-Policy and RateLimit (true by default); Retry-After is sent on a denial either way. */
+  headers?: boolean;
+}
+
+export type MiddlewareOptions<Req = any, Res = any> = LimiterOptions<Req> & HttpOptions<Req, Res>;
+
+const HTTP_OPTIONS = ['skip', 'handler', 'statusCode', 'message', 'skipFailedRequests', 'skipSuccessfulRequests', 'throttle', 'headers'];
+
+export interface CheckedHttp<Req, Res> {
+  skip: ((req: Req) => boolean | Promise<boolean>) | undefined;
+  handler: ((req: Req, res: Res, decision: Decision) => unknown) | undefined;
+  statusCode: number;
+  message: string;
+  skipFailedRequests: boolean;
+  skipSuccessfulRequests: boolean;
+  throttle: boolean;
+  headers: boolean;
+}
+
+function flag(name: string, value: unknown): boolean {
+  if (value !== undefined && typeof value !== 'boolean') throw new RateLimitConfigError(name, 'must be true or false');
+  return value === true;
+}
+
+/** Splits and checks the options: the limiter's, and the HTTP ones. */
+export function splitOptions<Req, Res>(options: MiddlewareOptions<Req, Res>): { limiter: Limiter<Req>; http: CheckedHttp<Req, Res> } {
+  if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
+  const limiterOptions: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(options)) {
+    if (!HTTP_OPTIONS.includes(name)) limiterOptions[name] = value;
+  }
+  checkFunction('skip', options.skip);
+  checkFunction('handler', options.handler);
+  const statusCode = options.statusCode ?? 429;
+  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
+    throw new RateLimitConfigError('statusCode', `must be an HTTP error status 400..599 (got ${String(statusCode)})`);
+  }
+  if (options.message !== undefined && typeof options.message !== 'string') {
+    throw new RateLimitConfigError('message', 'must be a string');
+  }
+  const http = {
+    skip: options.skip,
+    handler: options.handler,
+    statusCode,
+    message: options.message ?? DEFAULT_MESSAGE,
+    skipFailedRequests: flag('skipFailedRequests', options.skipFailedRequests),
+    skipSuccessfulRequests: flag('skipSuccessfulRequests', options.skipSuccessfulRequests),
+    throttle: flag('throttle', options.throttle),
+    headers: options.headers === undefined ? true : flag('headers', options.headers),
+  };
+  return { limiter: createLimiter(limiterOptions as unknown as LimiterOptions<Req>), http };
+}
+
+/** What a framework does with one request. */
+export type Outcome =
+  | { action: 'next'; decision: Decision | null; headers: Record<string, string> }
+  | { action: 'deny'; decision: Decision; headers: Record<string, string>; status: number; body: object }
+  | { action: 'unavailable'; status: 503; body: object };
+
+/** Names of the limits a request was charged for, per limiter family, so a stacked limiter skips them. */
+const CHARGED = Symbol.for('redis-ratelimit-client.charged');
+
+type Marked = { [CHARGED]?: Map<string, object> };
+
+/**
+ * The limits a stacked limiter of the same family (made with `with()`)
+ * charged already. Another limiter's policy of the same name would share
+ * its Redis key and its header name: a misconfiguration, refused.
+ */
+function chargedBefore(limiter: Limiter<any>, charged: Map<string, object> | undefined): Set<string> {
+  const names = new Set<string>();
+  for (const [name, family] of charged ?? []) {
+    if (family === limiter.family) names.add(name);
+    else if (limiter.limits.some((l) => l.name === name)) {
+      throw new RateLimitConfigError('name', `policy ${JSON.stringify(name)} is used by two limiters on one request: give each its own name, or stack them with with()`);
+    }
+  }
+  return names;
+}
+
+/**
+ * Runs one request through the limiter. Redis's error replies and bad
+ * per-request values throw (the framework's error path).
+ */
+export async function decideRequest<Req extends object, Res>(limiter: Limiter<Req>, http: CheckedHttp<Req, Res>, req: Req): Promise<Outcome> {
+  if (http.skip && (await http.skip(req))) return { action: 'next', decision: null, headers: {} };
+  const marked = req as Req & Marked;
+  let decision: Decision | null;
+  try {
+    decision = await limiter.check(req, chargedBefore(limiter, marked[CHARGED]));
+  } catch (error) {
+    if (error instanceof RateLimiterUnavailable) return { action: 'unavailable', status: 503, body: UNAVAILABLE_BODY };
+    throw error;
+  }
+  if (decision === null) return { action: 'next', decision: null, headers: {} };
+  const all = decision.limits.length > 0 ? rateLimitHeaders(decision) : {};
+  // Without the RateLimit fields a denial still says when to come back.
+  const headers = http.headers ? all : 'Retry-After' in all ? { 'Retry-After': all['Retry-After'] } : {};
+  if (!decision.allowed) {
+    return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
+  }
+  const charged = (marked[CHARGED] ??= new Map());
+  for (const limit of decision.limits) charged.set(limit.name, limiter.family);
+  if (http.throttle && decision.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, decision.delayMs));
+  return { action: 'next', decision, headers };
+}
+
+/** After the response: give the units back when the options say this status does not count. */
+export function refundAfter(http: CheckedHttp<any, any>, decision: Decision | null, status: number, log: (line: string) => void) {
+  if (!decision || !decision.allowed) return;
+  const failed = status >= 400;
+  if ((failed && http.skipFailedRequests) || (!failed && http.skipSuccessfulRequests)) {
+    decision.refund().catch((error) => log(`rate limiter refund failed: ${String(error)}`));
+  }
+}
+
+/** Appends list members to a header that an earlier limiter may have set. */
+export function mergeHeader(current: unknown, value: string, name: string): string {
+  if (current === undefined || current === null || current === '') return value;
+  if (name === 'Retry-After') return String(Math.max(Number(current), Number(value)));
+  return `${Array.isArray(current) ? current.join(', ') : String(current)}, ${value}`;
+}

@@ -1,0 +1,47 @@
+// Whom a request counts against: its client address, or its signed-in user.
+
+import ipaddr from 'ipaddr.js';
+
+/** What these key functions read: Express, Fastify and Node's own requests all have it. */
+export interface RequestWithAddress {
+  ip?: string;
+  socket?: { remoteAddress?: string };
+}
+
+/**
+ * The key of an address. IPv4-mapped IPv6 counts as IPv4; other IPv6
+ * addresses are grouped by their first `ipv6Subnet` bits (a customer
+ * usually gets a whole /56 and could rotate through it), or kept whole
+ * with `false`.
+ */
+export function ipKey(address: string, ipv6Subnet: number | false = 56): string {
+  if (!ipaddr.isValid(address)) return `ip:${address}`;
+  const parsed = ipaddr.process(address);
+  if (parsed.kind() === 'ipv4') return `ip:${parsed.toString()}`;
+  if (ipv6Subnet === false) return `ip6:${parsed.toString()}`;
+  const bytes = parsed.toByteArray().map((byte, i) => {
+    const bits = Math.min(8, Math.max(0, ipv6Subnet - i * 8));
+    return byte & ((0xff << (8 - bits)) & 0xff);
+  });
+  return `ip6:${ipaddr.fromByteArray(bytes).toString()}/${ipv6Subnet}`;
+}
+
+/** Checks `ipv6Subnet` (option name in errors). */
+export function isIpv6Subnet(value: unknown): value is number | false {
+  return value === false || (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 128);
+}
+
+/** Keys by client address, IPv6 by /`ipv6Subnet` (56 by default). */
+export function byIp(ipv6Subnet: number | false = 56) {
+  return (req: RequestWithAddress): string => ipKey(req.ip ?? req.socket?.remoteAddress ?? 'unknown', ipv6Subnet);
+}
+
+/**
+ * Keys by the authenticated user (`req.user.id`, as Passport and most auth
+ * middleware set it), and by address for anonymous requests.
+ */
+export function byUser(ipv6Subnet: number | false = 56) {
+  const ip = byIp(ipv6Subnet);
+  return (req: RequestWithAddress & { user?: { id?: string | number } }): string =>
+    req.user?.id === undefined ? ip(req) : `user:${req.user.id}`;
+}

@@ -1,0 +1,185 @@
+// Every option is checked when a limiter is created: a bad one throws,
+// naming it, so a typo can never silently turn limiting off.
+
+import { serializeString } from 'structured-headers';
+
+/** The five algorithms of the module, by their command's name. */
+export type Algorithm = 'tokenbucket' | 'leakybucket' | 'fixedwindow' | 'slidingwindow' | 'slidinglog';
+
+/** The draft's registered quota units (`qu`). */
+export type QuotaUnit = 'requests' | 'content-bytes' | 'concurrent-requests';
+
+/** A value, or a function of the request giving it (possibly async). */
+export type PerRequest<Req, T> = T | ((req: Req) => T | Promise<T>);
+
+/** One limit: an algorithm, its two parameters, what a request costs and whom it counts against. */
+export interface Limit<Req = any> {
+  /** `tokenbucket` by default. */
+  algorithm?: Algorithm;
+  /** The bucket's capacity, or the window's limit: an integer from 1 to 2^53-1; may be a function of the request (per plan). */
+  limit: PerRequest<Req, number>;
+  /** Buckets only: units per second. */
+  rate?: number;
+  /** Window algorithms only: the window in seconds (0.001 and up). */
+  window?: number;
+  /** Units this request takes, 1 by default; may be a function of the request. */
+  cost?: PerRequest<Req, number>;
+  /** Whom the request counts against; the limiter's `key` when left out. */
+  key?: (req: Req) => string | Promise<string>;
+  /** The policy's name in the RateLimit headers and the Redis key; `default` for a lone limit. */
+  name?: string;
+  /** The draft's `qu`; requests when left out. */
+  quotaUnit?: QuotaUnit;
+}
+
+/** A limit after checking: every field set. */
+export interface CheckedLimit<Req = any> {
+  algorithm: Algorithm;
+  limit: PerRequest<Req, number>;
+  /** rate (buckets) or window (windows), as the module takes it. */
+  param: number;
+  cost: PerRequest<Req, number>;
+  key: ((req: Req) => string | Promise<string>) | undefined;
+  name: string;
+  quotaUnit: QuotaUnit | undefined;
+}
+
+export const ALGORITHMS: readonly Algorithm[] = ['tokenbucket', 'leakybucket', 'fixedwindow', 'slidingwindow', 'slidinglog'];
+const QUOTA_UNITS: readonly QuotaUnit[] = ['requests', 'content-bytes', 'concurrent-requests'];
+const LIMIT_OPTIONS = ['algorithm', 'limit', 'rate', 'window', 'cost', 'key', 'name', 'quotaUnit'];
+export const MAX_INTEGER = Number.MAX_SAFE_INTEGER;
+
+/** A bad option, named in the message. */
+export class RateLimitConfigError extends TypeError {
+  constructor(readonly option: string, problem: string) {
+    super(`${option}: ${problem}`);
+    this.name = 'RateLimitConfigError';
+  }
+}
+
+export function isBucket(algorithm: Algorithm): boolean {
+  return algorithm === 'tokenbucket' || algorithm === 'leakybucket';
+}
+
+export function checkInteger(option: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_INTEGER) {
+    throw new RateLimitConfigError(option, `must be an integer from ${min} to ${MAX_INTEGER} (got ${String(value)})`);
+  }
+  return value;
+}
+
+function checkNumber(option: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+    throw new RateLimitConfigError(option, `must be a number from ${min} to ${max} (got ${String(value)})`);
+  }
+  return value;
+}
+
+export function checkUnknown(option: string, value: object, known: readonly string[]) {
+  for (const name of Object.keys(value)) {
+    if (!known.includes(name)) {
+      throw new RateLimitConfigError(option ? `${option}.${name}` : name, 'unknown option');
+    }
+  }
+}
+
+export function checkFunction(option: string, value: unknown) {
+  if (value !== undefined && typeof value !== 'function') {
+    throw new RateLimitConfigError(option, `must be a function (got ${typeof value})`);
+  }
+}
+
+/** A policy name: printable ASCII, so it serializes as a Structured Field String. */
+function checkName(option: string, name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 64) {
+    throw new RateLimitConfigError(option, 'must be a string of 1 to 64 characters');
+  }
+  try {
+    serializeString(name);
+  } catch {
+    throw new RateLimitConfigError(option, `must be printable ASCII, no control characters (got ${JSON.stringify(name)})`);
+  }
+  return name;
+}
+
+function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): CheckedLimit<Req> {
+  if (typeof limit !== 'object' || limit === null) {
+    throw new RateLimitConfigError(option, 'must be an object such as { limit: 60, rate: 1 }');
+  }
+  checkUnknown(option, limit, LIMIT_OPTIONS);
+  const algorithm = limit.algorithm ?? 'tokenbucket';
+  if (!ALGORITHMS.includes(algorithm)) {
+    throw new RateLimitConfigError(`${option}.algorithm`, `must be one of ${ALGORITHMS.join(', ')} (got ${String(algorithm)})`);
+  }
+  const size = typeof limit.limit === 'function' ? limit.limit : checkInteger(`${option}.limit`, limit.limit, 1);
+  let param: number;
+  if (isBucket(algorithm)) {
+    if (limit.window !== undefined) {
+      throw new RateLimitConfigError(`${option}.window`, `${algorithm} takes a rate (units per second), not a window`);
+    }
+    if (limit.rate === undefined) {
+      throw new RateLimitConfigError(`${option}.rate`, `required for ${algorithm} (units per second)`);
+    }
+    param = checkNumber(`${option}.rate`, limit.rate, 0.000001, 1e12);
+    if (typeof size === 'number' && size / param > 1e12) {
+      throw new RateLimitConfigError(`${option}.rate`, 'limit / rate must be at most 1e12 seconds');
+    }
+  } else {
+    if (limit.rate !== undefined) {
+      throw new RateLimitConfigError(`${option}.rate`, `${algorithm} takes a window (seconds), not a rate`);
+    }
+    if (limit.window === undefined) {
+      throw new RateLimitConfigError(`${option}.window`, `required for ${algorithm} (seconds)`);
+    }
+    param = checkNumber(`${option}.window`, limit.window, 0.001, 1e12);
+  }
+  const cost = limit.cost ?? 1;
+  if (typeof cost !== 'function') checkInteger(`${option}.cost`, cost, 0);
+  checkFunction(`${option}.key`, limit.key);
+  if (limit.name === undefined && !lone) {
+    throw new RateLimitConfigError(`${option}.name`, 'required when a request carries more than one limit');
+  }
+  const name = checkName(`${option}.name`, limit.name ?? 'default');
+  if (limit.quotaUnit !== undefined && !QUOTA_UNITS.includes(limit.quotaUnit)) {
+    throw new RateLimitConfigError(`${option}.quotaUnit`, `must be one of ${QUOTA_UNITS.join(', ')}`);
+  }
+  return { algorithm, limit: size, param, cost, key: limit.key, name, quotaUnit: limit.quotaUnit };
+}
+
+/**
+ * Checks a list of limits (`option` names it in errors); `taken` holds the
+ * names already in use by limits stacked with these.
+ */
+export function checkLimits<Req>(option: string, limits: Limit<Req> | Limit<Req>[], taken: string[] = []): CheckedLimit<Req>[] {
+  const list = Array.isArray(limits) ? limits : [limits];
+  const names = Array.isArray(limits) ? (i: number) => `${option}[${i}]` : () => option;
+  if (list.length === 0) {
+    throw new RateLimitConfigError(option, 'needs at least one limit');
+  }
+  const lone = list.length === 1 && taken.length === 0;
+  const seen = new Set(taken);
+  return list.map((limit, i) => {
+    const checked = checkLimit(names(i), limit, lone);
+    if (seen.has(checked.name)) {
+      throw new RateLimitConfigError(`${names(i)}.name`, `duplicate policy name ${JSON.stringify(checked.name)}`);
+    }
+    seen.add(checked.name);
+    return checked;
+  });
+}
+
+/** A cost from a function, checked per request: a bad one is a programming error. */
+export async function costOf<Req>(limit: CheckedLimit<Req>, req: Req): Promise<number> {
+  const cost = typeof limit.cost === 'function' ? await limit.cost(req) : limit.cost;
+  return checkInteger(`${limit.name}: cost`, cost, 0);
+}
+
+/** The limit for this request, checked the same way when it comes from a function. */
+export async function sizeOf<Req>(limit: CheckedLimit<Req>, req: Req): Promise<number> {
+  if (typeof limit.limit === 'number') return limit.limit;
+  const size = checkInteger(`${limit.name}: limit`, await limit.limit(req), 1);
+  if (isBucket(limit.algorithm) && size / limit.param > 1e12) {
+    throw new RateLimitConfigError(`${limit.name}: limit`, 'limit / rate must be at most 1e12 seconds');
+  }
+  return size;
+}

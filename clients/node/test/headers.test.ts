@@ -1,0 +1,75 @@
+// The RateLimit fields of a decision, exactly, per algorithm (what
+// docs/clients.md specifies), from decisions as the module replies them.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { deniedBody, rateLimitHeaders, type Decision, type LimitDecision } from '../src/index.js';
+
+function limit(fields: Partial<LimitDecision> & Pick<LimitDecision, 'name' | 'algorithm' | 'limit' | 'param'>): LimitDecision {
+  return { key: `k:${fields.name}`, allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, cost: 1, quotaUnit: undefined, ...fields };
+}
+
+function decision(limits: LimitDecision[], retryAfterMs = 0): Decision {
+  const allowed = retryAfterMs === 0;
+  return { allowed, retryAfterMs, neverAllowed: retryAfterMs === -1, delayMs: 0, limits, refund: async () => {} };
+}
+
+test('token bucket: t is when the next whole token is back; w is limit/rate', () => {
+  // 10 tokens at 0.5/s, 7.5 left: full in 5 s, the 8th token in 1 s.
+  const tb = limit({ name: 'burst', algorithm: 'tokenbucket', limit: 10, param: 0.5, remaining: 7, resetAfterMs: 5000 });
+  assert.deepEqual(rateLimitHeaders(decision([tb])), { 'RateLimit-Policy': '"burst";q=10;w=20', RateLimit: '"burst";r=7;t=1' });
+  // 3 at 0.001/s after one request: the next token in 1000 s.
+  const slow = limit({ name: 'default', algorithm: 'tokenbucket', limit: 3, param: 0.001, remaining: 2, resetAfterMs: 1_000_000 });
+  assert.equal(rateLimitHeaders(decision([slow])).RateLimit, '"default";r=2;t=1000');
+});
+
+test('a fresh limiter has no t: no more quota will come', () => {
+  const fresh = limit({ name: 'default', algorithm: 'tokenbucket', limit: 3, param: 1, remaining: 3, resetAfterMs: 0, cost: 0 });
+  assert.equal(rateLimitHeaders(decision([fresh])).RateLimit, '"default";r=3');
+});
+
+test('windows: t is the end of the fixed window, the fresh time of the sliding ones; quota units', () => {
+  const fixed = limit({ name: 'minute', algorithm: 'fixedwindow', limit: 60, param: 60, remaining: 59, resetAfterMs: 12_345 });
+  const sliding = limit({ name: 'hour', algorithm: 'slidingwindow', limit: 1000, param: 3600, remaining: 990, resetAfterMs: 4_000_001, quotaUnit: 'content-bytes' });
+  const log = limit({ name: 'log', algorithm: 'slidinglog', limit: 5, param: 0.5, remaining: 4, resetAfterMs: 500 });
+  assert.deepEqual(rateLimitHeaders(decision([fixed, sliding, log])), {
+    'RateLimit-Policy': '"minute";q=60;w=60, "hour";q=1000;qu="content-bytes";w=3600, "log";q=5;w=1',
+    RateLimit: '"minute";r=59;t=13, "hour";r=990;t=4001, "log";r=4;t=1',
+  });
+});
+
+test('denied: the denying limits have t = Retry-After; the others their own t', () => {
+  const burst = limit({ name: 'burst', algorithm: 'tokenbucket', limit: 10, param: 1, remaining: 0, allowed: false, retryAfterMs: 800, resetAfterMs: 9800 });
+  const daily = limit({ name: 'daily', algorithm: 'fixedwindow', limit: 1000, param: 86400, remaining: 0, allowed: false, retryAfterMs: 5_400_000, resetAfterMs: 5_400_000 });
+  const ip = limit({ name: 'ip', algorithm: 'slidingwindow', limit: 100, param: 60, remaining: 50, allowed: true, resetAfterMs: 90_000 });
+  assert.deepEqual(rateLimitHeaders(decision([burst, daily, ip], 5_400_000)), {
+    'RateLimit-Policy': '"burst";q=10;w=10, "daily";q=1000;w=86400, "ip";q=100;w=60',
+    RateLimit: '"burst";r=0;t=5400, "daily";r=0;t=5400, "ip";r=50;t=90',
+    'Retry-After': '5400',
+  });
+  assert.deepEqual(deniedBody(decision([burst], 1)), {
+    error: 'rate_limit_exceeded',
+    message: 'Rate limit exceeded. Please try again later.',
+    retry_after_seconds: 1,
+  });
+});
+
+test('a request that can never pass: no Retry-After, no t, its own body', () => {
+  const tokens = limit({ name: 'tokens', algorithm: 'tokenbucket', limit: 1000, param: 10, remaining: 1000, allowed: false, retryAfterMs: -1, cost: 5000 });
+  const d = decision([tokens], -1);
+  assert.deepEqual(rateLimitHeaders(d), { 'RateLimit-Policy': '"tokens";q=1000;w=100', RateLimit: '"tokens";r=1000' });
+  assert.deepEqual(deniedBody(d, 'custom text'), {
+    error: 'rate_limit_exceeded',
+    message: 'This request costs more than the rate limit allows in total; it can never be admitted.',
+    retry_after_seconds: null,
+  });
+});
+
+test('quotas beyond a Structured Fields Integer are capped at its largest', () => {
+  const huge = limit({ name: 'bytes', algorithm: 'tokenbucket', limit: 2 ** 53 - 1, param: 1e12, remaining: 2 ** 53 - 2, resetAfterMs: 1 });
+  assert.deepEqual(rateLimitHeaders(decision([huge])), {
+    'RateLimit-Policy': '"bytes";q=999999999999999;w=9008',
+    RateLimit: '"bytes";r=999999999999999;t=0',
+  });
+});

@@ -1,0 +1,156 @@
+// Real servers for the tests: redis-server with the module on a free port,
+// and a 3-primary Redis Cluster with the module, each stopped afterwards.
+
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+const MODULE = process.env.RATELIMIT_MODULE ?? resolve(import.meta.dirname, '../../../../target/release/libredis_ratelimit.so');
+const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
+const REDIS_CLI = process.env.REDIS_CLI ?? 'redis-cli';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once('error', () => done(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => done(true)));
+  });
+}
+
+/** A free port whose cluster bus port (+10000) is free too. */
+async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20000 + Math.floor(Math.random() * 35000);
+    if ((await portIsFree(port)) && (await portIsFree(port + 10000))) return port;
+  }
+}
+
+function answersPing(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('error', () => done(false));
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.once('data', (data) => {
+      socket.destroy();
+      done(data.toString().startsWith('+PONG'));
+    });
+  });
+}
+
+/** One redis-server process with the module loaded. */
+export class RedisServer {
+  private child: ChildProcess | undefined;
+
+  private constructor(readonly port: number, private readonly dir: string, private readonly extra: string[]) {}
+
+  static async start(extra: string[] = []): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'ratelimit-node-')), extra);
+    await server.run();
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the process (again, after stop(), on the same port). */
+  async run(): Promise<void> {
+    mkdirSync(this.dir, { recursive: true });
+    this.child = spawn(
+      REDIS_SERVER,
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loadmodule', MODULE, ...this.extra],
+      { stdio: 'ignore' },
+    );
+    for (let i = 0; i < 400; i++) {
+      if (await answersPing(this.port)) return;
+      await sleep(25);
+    }
+    this.child.kill('SIGKILL');
+    throw new Error(`redis-server with ${MODULE} did not start on ${this.port}`);
+  }
+
+  /** redis-cli against this server, for setting up and checking state. */
+  async cli(...args: string[]): Promise<string> {
+    const { stdout } = await promisify(execFile)(REDIS_CLI, ['-p', String(this.port), ...args]);
+    return stdout.trim();
+  }
+
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Three primaries, no replicas, all slots covered, the module on each. */
+export class RedisCluster {
+  private constructor(readonly nodes: RedisServer[]) {}
+
+  static async start(): Promise<RedisCluster> {
+    const nodes: RedisServer[] = [];
+    for (let i = 0; i < 3; i++) {
+      nodes.push(await RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000']));
+    }
+    const cluster = new RedisCluster(nodes);
+    await promisify(execFile)(REDIS_CLI, ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes']);
+    for (const node of nodes) {
+      for (let i = 0; !(await node.cli('cluster', 'info')).includes('cluster_state:ok'); i++) {
+        if (i > 400) throw new Error('the cluster did not come up');
+        await sleep(25);
+      }
+    }
+    return cluster;
+  }
+
+  get rootNodes() {
+    return this.nodes.map((n) => ({ host: '127.0.0.1', port: n.port }));
+  }
+
+  /** redis-cli in cluster mode (it follows MOVED), for checking state. */
+  async cli(...args: string[]): Promise<string> {
+    const { stdout } = await promisify(execFile)(REDIS_CLI, ['-c', '-p', String(this.nodes[0].port), ...args]);
+    return stdout.trim();
+  }
+
+  /** The node serving `key`'s slot now: the one that does not answer MOVED. */
+  async ownerOf(key: string): Promise<RedisServer> {
+    for (const node of this.nodes) {
+      if (!(await node.cli('type', key)).startsWith('MOVED')) return node;
+    }
+    throw new Error(`no node serves ${key}`);
+  }
+
+  /** Moves `key`'s slot, with its keys, to another node, as resharding does. */
+  async moveSlotOf(key: string): Promise<void> {
+    const slot = await this.nodes[0].cli('cluster', 'keyslot', key);
+    const source = await this.ownerOf(key);
+    const target = this.nodes.find((n) => n !== source)!;
+    const sourceId = await source.cli('cluster', 'myid');
+    const targetId = await target.cli('cluster', 'myid');
+    await target.cli('cluster', 'setslot', slot, 'importing', sourceId);
+    await source.cli('cluster', 'setslot', slot, 'migrating', targetId);
+    for (;;) {
+      const keys = (await source.cli('cluster', 'getkeysinslot', slot, '100')).split('\n').filter(Boolean);
+      if (keys.length === 0) break;
+      await source.cli('migrate', '127.0.0.1', String(target.port), '', '0', '5000', 'keys', ...keys);
+    }
+    for (const node of this.nodes) await node.cli('cluster', 'setslot', slot, 'node', targetId);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.stop()));
+  }
+}
