@@ -1,0 +1,161 @@
+"""Sends one module command on a connection taken from the app's redis-py
+client, bypassing the client's retry: a command that was sent is never sent
+again (a replayed RL.MULTI would charge twice, or charge a request that was
+already let through). On a timeout the connection is closed, so a command
+still waiting in Redis (e.g. under CLIENT PAUSE) is dropped with it; the
+next call opens a fresh connection.
+
+On a cluster the command goes to the node owning its first key's slot; a
+MOVED or ASK reply (the command did not run there) refreshes the slot map
+and sends it once more."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Union
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+from redis.exceptions import AskError, ConnectionError, MovedError, RedisError, ResponseError, TimeoutError
+
+from .limits import ConfigurationError
+
+SyncClient = Union[redis.Redis, redis.cluster.RedisCluster]
+AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster]
+# redis-py leaves much of its connection layer untyped: it is handled as Any here.
+
+# Replies that mean "Redis can't answer now", not "the command is wrong".
+UNAVAILABLE_REPLIES = ("LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY")
+
+
+class Unavailable(Exception):
+    """Redis unreachable, too slow, or not serving: the fail-open/closed case."""
+
+
+def unavailable(error: BaseException) -> bool:
+    if isinstance(error, (ConnectionError, TimeoutError, OSError, asyncio.TimeoutError)):
+        return True
+    return isinstance(error, ResponseError) and str(error).split(" ", 1)[0] in UNAVAILABLE_REPLIES
+
+
+def check_sync_client(client: object) -> SyncClient:
+    if isinstance(client, (redis.Redis, redis.cluster.RedisCluster)):
+        return client
+    raise ConfigurationError(
+        f"redis: must be a redis.Redis or redis.cluster.RedisCluster for RateLimiter (got {type(client).__name__};"
+        " asyncio clients go with AsyncRateLimiter)"
+    )
+
+
+def check_async_client(client: object) -> AsyncClient:
+    if isinstance(client, (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)):
+        return client
+    raise ConfigurationError(
+        f"redis: must be a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster for AsyncRateLimiter"
+        f" (got {type(client).__name__}; sync clients go with RateLimiter)"
+    )
+
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+
+
+def _send_sync(pool: Any, args: list[str], timeout: float) -> Any:
+    connection = pool.get_connection()
+    try:
+        connection.send_command(*args)
+        return connection.read_response(timeout=timeout)
+    except ResponseError:
+        raise
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+def call_sync(client: SyncClient, args: list[str], timeout: float) -> Any:
+    """The reply to `args`; ResponseError for an error reply; Unavailable
+    when Redis is unreachable or does not answer within `timeout` seconds."""
+    try:
+        for attempt in (1, 2):
+            if isinstance(client, redis.cluster.RedisCluster):
+                cluster: Any = client
+                node = cluster.get_node_from_key(args[_first_key(args)])
+                pool: Any = cluster.get_redis_connection(node).connection_pool
+            else:
+                pool = client.connection_pool
+            try:
+                return _send_sync(pool, args, timeout)
+            except (MovedError, AskError):
+                if attempt == 2 or not isinstance(client, redis.cluster.RedisCluster):
+                    raise
+                client.nodes_manager.initialize()
+    except RedisError as error:
+        if unavailable(error):
+            raise Unavailable(str(error) or type(error).__name__) from error
+        raise
+    except OSError as error:
+        raise Unavailable(str(error)) from error
+    raise AssertionError("unreachable")
+
+
+async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str]) -> Any:
+    pool: Any = client.connection_pool
+    connection = await pool.get_connection()
+    try:
+        await connection.send_command(*args)
+        return await connection.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
+        await asyncio.shield(connection.disconnect())
+        raise
+    finally:
+        await pool.release(connection)
+
+
+async def _send_async_cluster(client: Any, args: list[str]) -> Any:
+    for attempt in (1, 2):
+        await client.initialize()
+        node = client.get_node_from_key(args[_first_key(args)])
+        if node is None:
+            raise Unavailable(f"no node serves the slot of {args[_first_key(args)]!r}")
+        connection = node.acquire_connection()
+        try:
+            await connection.send_command(*args)
+            return await connection.read_response()
+        except (MovedError, AskError):
+            if attempt == 2:
+                raise
+            await client.nodes_manager.initialize()
+        except ResponseError:
+            raise
+        except BaseException:
+            await asyncio.shield(connection.disconnect())
+            raise
+        finally:
+            node.release(connection)
+    raise AssertionError("unreachable")
+
+
+async def call_async(client: AsyncClient, args: list[str], timeout: float) -> Any:
+    """As call_sync, for the asyncio clients."""
+    try:
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            return await asyncio.wait_for(_send_async_cluster(client, args), timeout)
+        return await asyncio.wait_for(_send_async_standalone(client, args), timeout)
+    except RedisError as error:
+        if unavailable(error):
+            raise Unavailable(str(error) or type(error).__name__) from error
+        raise
+    except (OSError, asyncio.TimeoutError) as error:
+        raise Unavailable(str(error) or "timed out") from error
+
+
+def _first_key(args: list[str]) -> int:
+    # RL.MULTI numkeys key ...: the first key is the third word; the others
+    # (RL.PEEK, RL.REFUND) name theirs second.
+    return 2 if args[0].upper() == "RL.MULTI" else 1
