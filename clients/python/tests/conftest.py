@@ -28,7 +28,7 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def r(server: Server) -> Iterator["redis.Redis[Any]"]:
+def r(server: Server) -> Iterator[redis.Redis]:
     """A sync client on the clean standalone server."""
     if server.process is None:
         server.start()

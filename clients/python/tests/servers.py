@@ -74,7 +74,7 @@ class Server:
         except redis.ConnectionError:
             return False
 
-    def client(self) -> "redis.Redis[str]":
+    def client(self) -> redis.Redis:
         return redis.Redis(port=self.port, decode_responses=True)
 
     def stop(self) -> None:

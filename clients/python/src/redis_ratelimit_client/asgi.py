@@ -18,11 +18,13 @@ from .http import UNAVAILABLE, Answer, HttpOptions, answer
 from .limiter import AsyncRateLimiter, RateLimiterUnavailable
 from .limits import ConfigurationError
 
-Scope = MutableMapping[str, Any]
+# Loose ASGI types, so Starlette's and Litestar's (stricter, each its own)
+# both accept this middleware.
+Scope = Any
 Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
+Receive = Any
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Any
 
 
 async def send_answer(send: Send, result: Answer) -> None:
@@ -53,14 +55,14 @@ async def decide(limiter: AsyncRateLimiter, options: HttpOptions, request: Any) 
 class RateLimitMiddleware:
     """Limits every HTTP request of the app it wraps."""
 
-    def __init__(self, app: ASGIApp, limiter: AsyncRateLimiter, **options: Any) -> None:
+    def __init__(self, app: ASGIApp, /, limiter: AsyncRateLimiter, **options: Any) -> None:
         if not isinstance(limiter, AsyncRateLimiter):
             raise ConfigurationError(f"limiter: must be an AsyncRateLimiter (got {type(limiter).__name__})")
         self.app = app
         self.limiter = limiter
         self.options = HttpOptions(**options)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

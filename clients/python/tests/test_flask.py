@@ -1,0 +1,65 @@
+"""The Flask extension and its per-view decorator, served by Werkzeug over real HTTP."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+import redis
+from flask import Flask, g
+
+from redis_ratelimit_client import Limit, RateLimiter, by_ip
+from redis_ratelimit_client.flask import FlaskRateLimit
+from servers import Server
+from web import check_scenario, get, serve_wsgi
+
+LIMIT = Limit("tokenbucket", 2, rate=0.001)
+
+
+@pytest.fixture
+def own_server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.remove()
+
+
+def flask_app(server: Server, fail_open: bool) -> Flask:
+    app = Flask(__name__)
+    limiter = RateLimiter(redis.Redis(port=server.port), LIMIT, key=by_ip(trusted_proxies=1), fail_open=fail_open)
+    rate_limit = FlaskRateLimit(app, limiter, skip_failed_requests=True)
+    route_limiter = RateLimiter(
+        redis.Redis(port=server.port),
+        [Limit("fixedwindow", 1, window=1_000_000, name="search")],
+        key=by_ip(trusted_proxies=1),
+        fail_open=fail_open,
+    )
+
+    @app.get("/ok")
+    def ok() -> str:
+        assert g.rate_limit is not None or fail_open
+        return "ok"
+
+    @app.get("/fail")
+    def fail() -> tuple[str, int]:
+        return "bad", 400
+
+    @app.get("/free")
+    @rate_limit.exempt
+    def free() -> str:
+        return "ok"
+
+    @app.get("/search")
+    @rate_limit.limit(route_limiter)
+    def search() -> str:
+        return "found"
+
+    return app
+
+
+def test_flask_extension_and_decorator(own_server: Server) -> None:
+    with serve_wsgi(flask_app(own_server, True)) as open_port, serve_wsgi(flask_app(own_server, False)) as closed_port:
+        status, headers, body = get(open_port, "/search", "192.0.2.1")
+        assert (status, body, headers["ratelimit-policy"]) == (200, "found", '"search";q=1;w=1000000')
+        status, headers, body = get(open_port, "/search", "192.0.2.1")
+        assert (status, body["error"], headers["ratelimit"]) == (429, "rate_limit_exceeded", '"search";r=0;t=' + headers["retry-after"])
+        check_scenario(open_port, closed_port, own_server)
