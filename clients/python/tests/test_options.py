@@ -22,6 +22,7 @@ def make(*limits: Any, **options: Any) -> RateLimiter:
     "limit, message",
     [
         (Limit("tokenbucket", 60), "limits[0].rate: required for tokenbucket"),
+        (Limit(rate=1), "limits[0].limit: required"),
         (Limit("fixedwindow", 60), "limits[0].window: required for fixedwindow"),
         (Limit("tokenbucket", 0, rate=1), "limits[0].limit: must be an integer from 1 to 9007199254740991 (got 0)"),
         (Limit("tokenbucket", 2.5, rate=1), "limits[0].limit: must be an integer from 1 to 9007199254740991 (got 2.5)"),  # type: ignore[arg-type]
@@ -52,6 +53,7 @@ def test_names_are_unique_and_required_with_several_limits() -> None:
     with pytest.raises(ConfigurationError, match=r'^limits\[1\]\.name: duplicate policy name "burst"$'):
         make(Limit("tokenbucket", 10, rate=1, name="burst"), Limit("fixedwindow", 10, window=60, name="burst"))
     assert make(Limit("tokenbucket", 10, rate=1)).core.names == ["default"]
+    assert make(Limit(limit=10, rate=1)).core.limits[0][0].algorithm == "tokenbucket"
 
 
 def test_unknown_option_names_are_errors() -> None:

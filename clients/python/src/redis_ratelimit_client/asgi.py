@@ -55,7 +55,13 @@ async def decide(limiter: AsyncRateLimiter, options: HttpOptions, request: Any) 
 class RateLimitMiddleware:
     """Limits every HTTP request of the app it wraps."""
 
-    def __init__(self, app: ASGIApp, /, limiter: AsyncRateLimiter, **options: Any) -> None:
+    def __init__(self, app: ASGIApp = None, /, limiter: Optional[AsyncRateLimiter] = None, **options: Any) -> None:
+        # Starlette passes the app by position (and its typing wants it
+        # positional-only), Litestar by keyword: that one arrives in options.
+        if app is None:
+            app = options.pop("app", None)
+        if app is None:
+            raise ConfigurationError("app: the ASGI app to wrap is missing")
         if not isinstance(limiter, AsyncRateLimiter):
             raise ConfigurationError(f"limiter: must be an AsyncRateLimiter (got {type(limiter).__name__})")
         self.app = app

@@ -51,8 +51,8 @@ class Limit:
     """One limit. `limit` is the bucket's capacity or the window's limit;
     buckets take `rate` (units per second), windows take `window` (seconds)."""
 
-    algorithm: Algorithm
-    limit: int
+    algorithm: Algorithm = "tokenbucket"
+    limit: int = None  # type: ignore[assignment]  # required: checked in validated()
     rate: Optional[float] = None
     window: Optional[float] = None
     cost: Union[int, CostFunction] = 1
@@ -64,6 +64,8 @@ class Limit:
         """This limit, or a ConfigurationError naming the bad option."""
         if self.algorithm not in ALGORITHMS:
             raise ConfigurationError(f"{path}.algorithm: must be one of {', '.join(ALGORITHMS)} (got {self.algorithm!r})")
+        if self.limit is None:
+            raise ConfigurationError(f"{path}.limit: required")
         check_integer(f"{path}.limit", self.limit, 1)
         if self.algorithm in BUCKETS:
             if self.window is not None:
