@@ -3,12 +3,15 @@
 
 use std::ops::Deref;
 
-use crate::algorithms::token_bucket::MAX_CAPACITY;
-use crate::algorithms::{fixed_window, token_bucket};
+use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
 use crate::error::Error;
+use crate::limit::{Algorithm, Limit};
 
 /// Microseconds per second: `now`, `rate` and `window` are read to six decimals.
 const MICRO: u64 = 1_000_000;
+
+/// The fastest rate, 10^12 units per second, in micro-units per second.
+pub const MAX_RATE_MICROS: u64 = 1_000_000_000_000 * MICRO;
 
 /// The time of a call: given by the caller, or the server's clock (`*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,73 +20,70 @@ pub enum Now {
     At { us: u64 },
 }
 
-/// The arguments after the key: `capacity rate now [n]` or `limit window now [n]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call<P> {
-    pub params: P,
-    /// The capacity or limit, the reply's third field.
-    pub limit: u64,
-    pub now: Now,
-    pub n: u64,
-}
-
-/// `capacity rate now [n]`, for the token and leaky buckets.
-pub fn bucket_call<A: Deref<Target = [u8]>>(
-    args: &[A],
-) -> Result<Call<token_bucket::Params>, Error> {
-    let ([capacity, rate], now, n) = split(args)?;
-    let capacity =
-        integer(capacity).filter(|c| (1..=MAX_CAPACITY).contains(c)).ok_or(Error::Capacity)?;
-    let refill_per_us = micros(rate).filter(|&r| r > 0).ok_or(Error::Rate)?;
-    let params = token_bucket::Params { capacity, refill_per_us };
-    Ok(Call { params, limit: capacity, now: self::now(now)?, n: count(n)? })
-}
-
-/// `limit window now [n]`, for the three window algorithms.
-pub fn window_call<A: Deref<Target = [u8]>>(
-    args: &[A],
-) -> Result<Call<fixed_window::Params>, Error> {
-    let ([limit, window], now, n) = split(args)?;
-    let limit = integer(limit).filter(|&l| l > 0).ok_or(Error::Limit)?;
-    let window_us = micros(window).filter(|&w| w >= 1000).ok_or(Error::Window)?;
-    let params = fixed_window::Params { limit, window_us };
-    Ok(Call { params, limit, now: self::now(now)?, n: count(n)? })
-}
-
-/// The two parameters, `now` and an optional `n`.
-type Split<'a> = ([&'a [u8]; 2], &'a [u8], Option<&'a [u8]>);
-
-/// Splits the arguments after the key; 3 or 4 of them, else wrong arity.
-fn split<A: Deref<Target = [u8]>>(args: &[A]) -> Result<Split<'_>, Error> {
-    match args {
-        [a, b, now] => Ok(([a, b], now, None)),
-        [a, b, now, n] => Ok(([a, b], now, Some(n))),
-        _ => Err(Error::WrongArity),
+/// An algorithm's two parameters, `capacity rate` or `limit window`.
+pub fn limit(algorithm: Algorithm, a: &[u8], b: &[u8]) -> Result<Limit, Error> {
+    let size = integer(a).filter(|size| (1..=MAX_UNITS).contains(size));
+    if algorithm.is_bucket() {
+        let capacity = size.ok_or(Error::Capacity)?;
+        let refill_per_us =
+            micros(b).filter(|r| (1..=MAX_RATE_MICROS).contains(r)).ok_or(Error::Rate)?;
+        // capacity / rate, in microseconds, within MAX_SPAN_US.
+        let fill_us = (u128::from(capacity) * PICO_PER_UNIT).div_ceil(u128::from(refill_per_us));
+        if fill_us > u128::from(MAX_SPAN_US) {
+            return Err(Error::FillTime);
+        }
+        Ok(Limit { algorithm, size: capacity, per: refill_per_us })
+    } else {
+        let limit = size.ok_or(Error::Limit)?;
+        let window_us =
+            micros(b).filter(|w| (1000..=MAX_SPAN_US).contains(w)).ok_or(Error::Window)?;
+        Ok(Limit { algorithm, size: limit, per: window_us })
     }
 }
 
-fn count(n: Option<&[u8]>) -> Result<u64, Error> {
-    n.map_or(Some(1), integer).ok_or(Error::Count)
+/// `ALGORITHM a b`.
+pub fn limit_spec(name: &[u8], a: &[u8], b: &[u8]) -> Result<Limit, Error> {
+    limit(Algorithm::named(name).ok_or(Error::Algorithm)?, a, b)
 }
 
 pub fn now(arg: &[u8]) -> Result<Now, Error> {
     if arg == b"*" {
         return Ok(Now::Server);
     }
-    micros(arg).map(|us| Now::At { us }).ok_or(Error::Now)
+    let us = micros(arg).filter(|&us| us <= MAX_TIME_US).ok_or(Error::Now)?;
+    Ok(Now::At { us })
+}
+
+/// `n`: units, 1 when left out.
+pub fn count(n: Option<&[u8]>) -> Result<u64, Error> {
+    n.map_or(Some(1), integer).filter(|&n| n <= MAX_UNITS).ok_or(Error::Count)
 }
 
 /// RL.SETSTATE's arguments after the kind: integer fields, then optionally
 /// `PXAT unix_ms`.
-pub fn state_fields<A: Deref<Target = [u8]>>(args: &[A]) -> Result<(Vec<u64>, Option<u64>), Error> {
+pub fn state_fields<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<(Vec<u128>, Option<i64>), Error> {
     let (fields, expire_at) = match args {
         [fields @ .., pxat, ms] if pxat.eq_ignore_ascii_case(b"PXAT") => {
-            (fields, Some(integer(ms).ok_or(Error::State)?))
+            let ms = integer(ms).and_then(|ms| i64::try_from(ms).ok()).ok_or(Error::State)?;
+            (fields, Some(ms))
         }
         fields => (fields, None),
     };
-    let fields = fields.iter().map(|f| integer(f)).collect::<Option<Vec<_>>>();
+    let fields = fields.iter().map(|f| wide_integer(f)).collect::<Option<Vec<_>>>();
     Ok((fields.ok_or(Error::State)?, expire_at))
+}
+
+/// A non-negative decimal integer of plain ASCII digits, up to 128 bits.
+fn wide_integer(arg: &[u8]) -> Option<u128> {
+    if arg.is_empty() || arg.len() > 39 {
+        return None;
+    }
+    arg.iter().try_fold(0u128, |acc, &b| {
+        let digit = char::from(b).to_digit(10)?;
+        acc.checked_mul(10)?.checked_add(u128::from(digit))
+    })
 }
 
 /// A non-negative decimal integer of plain ASCII digits.
@@ -162,33 +162,60 @@ mod tests {
 
     #[test]
     fn bucket_arguments() {
-        let call = bucket_call::<&[u8]>(&[b"10", b"0.5", b"*"]).unwrap();
-        assert_eq!(call.params.capacity, 10);
-        assert_eq!(call.params.refill_per_us, 500_000);
-        assert_eq!((call.limit, call.now, call.n), (10, Now::Server, 1));
-        assert_eq!(bucket_call::<&[u8]>(&[b"10", b"1", b"12.5", b"0"]).unwrap().n, 0);
-        assert_eq!(bucket_call::<&[u8]>(&[b"0", b"1", b"1"]), Err(Error::Capacity));
-        assert_eq!(bucket_call::<&[u8]>(&[b"18446745", b"1", b"1"]), Err(Error::Capacity));
-        assert_eq!(bucket_call::<&[u8]>(&[b"1", b"0.0000004", b"1"]), Err(Error::Rate));
-        assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1", b"**"]), Err(Error::Now));
-        assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1", b"1", b"1.5"]), Err(Error::Count));
-        assert_eq!(bucket_call::<&[u8]>(&[b"1", b"1"]), Err(Error::WrongArity));
+        let tb = |a: &[u8], b: &[u8]| limit(Algorithm::TokenBucket, a, b);
+        let bucket = |size, per| Ok(Limit { algorithm: Algorithm::TokenBucket, size, per });
+        assert_eq!(tb(b"10", b"0.5"), bucket(10, 500_000));
+        assert_eq!(tb(b"9007199254740991", b"10000"), bucket(MAX_UNITS, 10_000_000_000));
+        assert_eq!(tb(b"1000000", b"0.000001"), bucket(1_000_000, 1));
+        assert_eq!(tb(b"1", b"1000000000000"), bucket(1, MAX_RATE_MICROS));
+        assert_eq!(tb(b"0", b"1"), Err(Error::Capacity));
+        assert_eq!(tb(b"9007199254740992", b"1"), Err(Error::Capacity));
+        assert_eq!(tb(b"1", b"0.0000004"), Err(Error::Rate));
+        assert_eq!(tb(b"1", b"1000000000000.000001"), Err(Error::Rate));
+        // Longer than 10^12 s to refill.
+        assert_eq!(tb(b"1000001", b"0.000001"), Err(Error::FillTime));
+        assert_eq!(tb(b"9007199254740991", b"9007.199254"), Err(Error::FillTime));
     }
 
     #[test]
     fn window_arguments() {
-        let call = window_call::<&[u8]>(&[b"100", b"60", b"1000.5", b"3"]).unwrap();
-        assert_eq!(call.params, fixed_window::Params { limit: 100, window_us: 60_000_000 });
-        assert_eq!((call.now, call.n), (Now::At { us: 1_000_500_000 }, 3));
-        assert_eq!(window_call::<&[u8]>(&[b"0", b"1", b"*"]), Err(Error::Limit));
-        assert_eq!(window_call::<&[u8]>(&[b"1", b"0.0009", b"*"]), Err(Error::Window));
-        assert!(window_call::<&[u8]>(&[b"1", b"0.001", b"*"]).is_ok());
+        let fw = |a: &[u8], b: &[u8]| limit(Algorithm::FixedWindow, a, b);
+        let window = |size, per| Ok(Limit { algorithm: Algorithm::FixedWindow, size, per });
+        assert_eq!(fw(b"100", b"60"), window(100, 60_000_000));
+        assert_eq!(fw(b"1", b"0.001"), window(1, 1000));
+        assert_eq!(fw(b"1", b"1000000000000"), window(1, MAX_SPAN_US));
+        assert_eq!(fw(b"0", b"1"), Err(Error::Limit));
+        assert_eq!(fw(b"9007199254740992", b"1"), Err(Error::Limit));
+        assert_eq!(fw(b"1", b"0.0009"), Err(Error::Window));
+        assert_eq!(fw(b"1", b"1000000000000.000001"), Err(Error::Window));
+        assert_eq!(
+            limit_spec(b"slidingLog", b"1", b"1").map(|l| l.algorithm),
+            Ok(Algorithm::SlidingLog)
+        );
+        assert_eq!(limit_spec(b"GCRA", b"1", b"1"), Err(Error::Algorithm));
+    }
+
+    #[test]
+    fn times_and_counts() {
+        assert_eq!(now(b"*"), Ok(Now::Server));
+        assert_eq!(now(b"0"), Ok(Now::At { us: 0 }));
+        assert_eq!(now(b"253402300799.999999"), Ok(Now::At { us: MAX_TIME_US }));
+        assert_eq!(now(b"253402300800"), Err(Error::Now));
+        assert_eq!(now(b"**"), Err(Error::Now));
+        assert_eq!(count(None), Ok(1));
+        assert_eq!(count(Some(b"0")), Ok(0));
+        assert_eq!(count(Some(b"9007199254740991")), Ok(MAX_UNITS));
+        assert_eq!(count(Some(b"9007199254740992")), Err(Error::Count));
+        assert_eq!(count(Some(b"1.5")), Err(Error::Count));
     }
 
     #[test]
     fn setstate_fields() {
         let parsed = state_fields::<&[u8]>(&[b"1", b"2", b"pxat", b"3"]).unwrap();
         assert_eq!(parsed, (vec![1, 2], Some(3)));
+        let wide = state_fields::<&[u8]>(&[b"9007199254740991000000000000"]).unwrap();
+        assert_eq!(wide, (vec![9_007_199_254_740_991_000_000_000_000], None));
+        assert_eq!(state_fields::<&[u8]>(&[b"PXAT", b"9223372036854775808"]), Err(Error::State));
         assert_eq!(state_fields::<&[u8]>(&[b"1", b"x"]), Err(Error::State));
         assert_eq!(state_fields::<&[u8]>(&[b"1", b"PXAT"]), Err(Error::State));
     }

@@ -1,8 +1,7 @@
 //! Every way a command can fail, turned into a Redis error reply in one place.
+//! The ranges in the messages are those of docs/commands.md.
 
 use redis_module::RedisError;
-
-use crate::algorithms::token_bucket::MAX_CAPACITY;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -10,21 +9,33 @@ pub enum Error {
     WrongArity,
     #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
     WrongType,
-    #[error("ERR capacity must be an integer from 1 to {MAX_CAPACITY}")]
+    #[error("ERR capacity must be an integer from 1 to 9007199254740991")]
     Capacity,
-    #[error("ERR rate must be a decimal number of units per second, at least 0.000001")]
+    #[error("ERR rate must be a decimal number of units per second from 0.000001 to 1000000000000")]
     Rate,
-    #[error("ERR now must be * or a non-negative decimal Unix time in seconds")]
-    Now,
-    #[error("ERR limit must be a positive integer")]
+    #[error(
+        "ERR capacity / rate must be at most 1000000000000 seconds (the time to refill or drain the whole bucket)"
+    )]
+    FillTime,
+    #[error("ERR limit must be an integer from 1 to 9007199254740991")]
     Limit,
-    #[error("ERR window must be a decimal number of seconds, at least 0.001")]
+    #[error("ERR window must be a decimal number of seconds from 0.001 to 1000000000000")]
     Window,
-    #[error("ERR n must be a non-negative integer")]
+    #[error("ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999")]
+    Now,
+    #[error("ERR n must be an integer from 0 to 9007199254740991")]
     Count,
     #[error(
+        "ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG"
+    )]
+    Algorithm,
+    #[error("ERR numkeys must be a positive integer")]
+    NumKeys,
+    #[error("ERR a key may appear only once")]
+    RepeatedKey,
+    #[error(
         "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, \
-         its fields, and optionally PXAT unix_ms"
+         fields that a command could have stored, and optionally PXAT unix_ms"
     )]
     State,
 }
@@ -36,5 +47,23 @@ impl Error {
             Error::WrongArity => RedisError::WrongArity,
             other => RedisError::String(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS};
+
+    /// The messages spell out the ranges the parser checks.
+    #[test]
+    fn messages_state_the_ranges() {
+        let max = MAX_UNITS.to_string();
+        assert!(Error::Capacity.to_string().ends_with(&max));
+        assert!(Error::Limit.to_string().ends_with(&max));
+        assert!(Error::Count.to_string().ends_with(&max));
+        assert!(Error::Window.to_string().ends_with(&(MAX_SPAN_US / 1_000_000).to_string()));
+        let latest = format!("{}.{}", MAX_TIME_US / 1_000_000, MAX_TIME_US % 1_000_000);
+        assert!(Error::Now.to_string().ends_with(&latest));
     }
 }

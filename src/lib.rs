@@ -10,25 +10,30 @@ mod clock;
 mod commands;
 mod error;
 mod key;
+mod limit;
 mod metadata;
+mod replicate;
 mod state;
 mod stats;
 
 #[cfg(not(test))]
 use state::RATELIMIT_TYPE;
 
-/// At load, after the commands exist: command docs and key specs, the
-/// `INFO ratelimit` section, and
-/// keys signalled as modified (WATCH, client tracking) only when a command
+/// At load, after the commands exist: command docs, key specs and ACL
+/// categories, the `INFO ratelimit` section, and two module options: keys
+/// signalled as modified (WATCH, client tracking) only when a command
 /// really changes them, as Redis's own commands do, not whenever one is
-/// opened for writing.
+/// opened for writing; and short reads while loading handled by the loader
+/// (an error), not fatal to the server.
 fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
     use redis_module::raw;
     // SAFETY: called from RedisModule_OnLoad with a valid context.
     unsafe {
+        // The options replace each other: all of them in one call.
         raw::RedisModule_SetModuleOptions.unwrap()(
             ctx.get_raw(),
-            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32,
+            (raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+                | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS) as i32,
         );
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
     };
@@ -55,6 +60,10 @@ redis_module::redis_module! {
         ["RL.FIXEDWINDOW", commands::fixed_window, "write deny-oom fast", 1, 1, 1, ""],
         ["RL.SLIDINGWINDOW", commands::sliding_window, "write deny-oom fast", 1, 1, 1, ""],
         ["RL.SLIDINGLOG", commands::sliding_log, "write deny-oom", 1, 1, 1, ""],
+        // Its keys are declared by the key spec set in `init` (numkeys).
+        ["RL.MULTI", commands::multi, "write deny-oom", 0, 0, 0, ""],
+        ["RL.PEEK", commands::peek, "readonly fast", 1, 1, 1, ""],
+        ["RL.REFUND", commands::refund, "write deny-oom", 1, 1, 1, ""],
         ["RL.SETSTATE", commands::set_state, "write deny-oom", 1, 1, 1, ""],
     ],
 }

@@ -1,6 +1,7 @@
 //! What Redis shows about the commands: COMMAND DOCS and INFO (summary,
-//! complexity, arguments, key specs), and, where the server has it (Redis
-//! 7.2+, Valkey), the `ratelimit` ACL category.
+//! complexity, arguments, key specs), and, where the server has ACL
+//! categories for module commands (Redis 7.2+, Valkey), `@ratelimit` with
+//! `@write` or `@read`.
 
 use std::ffi::{CStr, c_int};
 use std::mem::{size_of, zeroed};
@@ -23,6 +24,8 @@ struct Arg {
     flags: u32,
     token: Option<&'static CStr>,
     summary: &'static CStr,
+    /// The arguments of a block.
+    subargs: &'static [Arg],
 }
 
 const fn arg(
@@ -30,7 +33,7 @@ const fn arg(
     kind: raw::RedisModuleCommandArgType,
     summary: &'static CStr,
 ) -> Arg {
-    Arg { name, kind, flags: 0, token: None, summary }
+    Arg { name, kind, flags: 0, token: None, summary, subargs: &[] }
 }
 
 const KEY: Arg =
@@ -39,6 +42,8 @@ const INTEGER: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
 const DOUBLE: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE;
+const BLOCK: raw::RedisModuleCommandArgType =
+    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK;
 const STRING: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
 const NOW: Arg =
@@ -47,65 +52,142 @@ const N: Arg = Arg {
     flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
     ..arg(c"n", INTEGER, c"units to take, 1 by default; 0 only looks")
 };
+const N_REQUIRED: Arg = arg(c"n", INTEGER, c"units");
+const ALGORITHM: Arg = arg(
+    c"algorithm",
+    STRING,
+    c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG",
+);
+const A: Arg = arg(c"a", INTEGER, c"the algorithm's capacity or limit");
+const B: Arg = arg(c"b", DOUBLE, c"the algorithm's rate (units per second) or window (seconds)");
 const CAPACITY: Arg = arg(c"capacity", INTEGER, c"most units the bucket holds");
 const RATE: Arg = arg(c"rate", DOUBLE, c"units per second");
 const LIMIT: Arg = arg(c"limit", INTEGER, c"most units per window");
 const WINDOW: Arg = arg(c"window", DOUBLE, c"window length in seconds");
 
+/// Which arguments are keys.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// The first argument, read and written.
+    First,
+    /// The first argument, only read.
+    FirstReadOnly,
+    /// `numkeys key [key ...]`, read and written.
+    Counted,
+}
+
 pub struct Doc {
     pub name: &'static CStr,
     summary: &'static CStr,
     complexity: &'static CStr,
-    /// Arguments including the command name: at least this many.
-    min_arity: c_int,
+    /// Arguments including the command name: this many, or at least minus
+    /// this many when negative.
+    arity: c_int,
+    keys: Keys,
+    /// ACL categories, where the server has them for modules.
+    categories: &'static CStr,
     args: &'static [Arg],
 }
 
-pub const DOCS: [Doc; 6] = [
+const WRITE: &CStr = c"ratelimit write";
+const READ: &CStr = c"ratelimit read";
+
+pub const DOCS: [Doc; 9] = [
     Doc {
         name: c"RL.TOKENBUCKET",
         summary: c"Takes n tokens from a bucket of capacity tokens refilled at rate per second.",
         complexity: c"O(1)",
-        min_arity: 5,
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
         args: &[KEY, CAPACITY, RATE, NOW, N],
     },
     Doc {
         name: c"RL.LEAKYBUCKET",
         summary: c"Queues n units in a queue of capacity draining at rate per second; replies with the delay.",
         complexity: c"O(1)",
-        min_arity: 5,
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
         args: &[KEY, CAPACITY, RATE, NOW, N],
     },
     Doc {
         name: c"RL.FIXEDWINDOW",
         summary: c"Counts n units in the epoch-aligned window holding now, up to limit per window.",
         complexity: c"O(1)",
-        min_arity: 5,
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
         args: &[KEY, LIMIT, WINDOW, NOW, N],
     },
     Doc {
         name: c"RL.SLIDINGWINDOW",
         summary: c"Admits n units when the weighted count of the last window leaves room under limit.",
         complexity: c"O(1)",
-        min_arity: 5,
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
         args: &[KEY, LIMIT, WINDOW, NOW, N],
     },
     Doc {
         name: c"RL.SLIDINGLOG",
         summary: c"Admits n units when fewer than limit - n were admitted in the last window seconds.",
         complexity: c"O(L), L the calls logged within the window",
-        min_arity: 5,
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
         args: &[KEY, LIMIT, WINDOW, NOW, N],
+    },
+    Doc {
+        name: c"RL.MULTI",
+        summary: c"Takes n units from every limit, each on its own key, when all of them admit; else nothing.",
+        complexity: c"O(K), K the keys, plus O(L) for each sliding log",
+        arity: -8,
+        keys: Keys::Counted,
+        categories: WRITE,
+        args: &[
+            arg(c"numkeys", INTEGER, c"how many keys, and limits, follow"),
+            Arg { flags: raw::REDISMODULE_CMD_ARG_MULTIPLE, ..KEY },
+            NOW,
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_MULTIPLE,
+                subargs: &[ALGORITHM, A, B, N_REQUIRED],
+                ..arg(c"limit", BLOCK, c"ALGORITHM a b n, one for each key, in the keys' order")
+            },
+        ],
+    },
+    Doc {
+        name: c"RL.PEEK",
+        summary: c"Replies what a limit would answer to taking n units, and takes nothing.",
+        complexity: c"O(1), O(L) for a sliding log",
+        arity: -6,
+        keys: Keys::FirstReadOnly,
+        categories: READ,
+        args: &[KEY, ALGORITHM, A, B, NOW, N],
+    },
+    Doc {
+        name: c"RL.REFUND",
+        summary: c"Gives back up to n units taken earlier; a limiter fresh again is deleted.",
+        complexity: c"O(1), O(L) for a sliding log",
+        arity: 7,
+        keys: Keys::First,
+        categories: WRITE,
+        args: &[KEY, ALGORITHM, A, B, NOW, N_REQUIRED],
     },
     Doc {
         name: c"RL.SETSTATE",
         summary: c"Writes a limiter's state as given; how changes reach replicas and the AOF.",
         complexity: c"O(F), F the fields given",
-        min_arity: 4,
+        arity: -3,
+        keys: Keys::First,
+        categories: WRITE,
         args: &[
             KEY,
             arg(c"kind", STRING, c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG"),
-            Arg { flags: raw::REDISMODULE_CMD_ARG_MULTIPLE, ..arg(c"field", INTEGER, c"the kind's fields") },
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                ..arg(c"field", INTEGER, c"the kind's fields")
+            },
             Arg {
                 flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
                 token: Some(c"PXAT"),
@@ -130,48 +212,73 @@ fn raw_arg(arg: &Arg, key_spec_index: c_int) -> raw::RedisModuleCommandArg {
     }
 }
 
-/// The key is the first argument: read, written and returned in the reply.
-fn key_spec() -> raw::RedisModuleCommandKeySpec {
+fn key_spec(keys: Keys) -> raw::RedisModuleCommandKeySpec {
     // SAFETY: an all-zero key spec is the terminator Redis expects, and a
     // valid start for the one below.
     let mut spec: raw::RedisModuleCommandKeySpec = unsafe { zeroed() };
-    spec.flags = u64::from(
-        raw::REDISMODULE_CMD_KEY_RW
-            | raw::REDISMODULE_CMD_KEY_ACCESS
-            | raw::REDISMODULE_CMD_KEY_UPDATE,
-    );
+    let access = match keys {
+        Keys::FirstReadOnly => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+        Keys::First | Keys::Counted => {
+            raw::REDISMODULE_CMD_KEY_RW
+                | raw::REDISMODULE_CMD_KEY_ACCESS
+                | raw::REDISMODULE_CMD_KEY_UPDATE
+        }
+    };
+    spec.flags = u64::from(access);
     spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     spec.bs.index.pos = 1;
-    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    spec.fk.range.lastkey = 0;
-    spec.fk.range.keystep = 1;
-    spec.fk.range.limit = 0;
+    match keys {
+        Keys::First | Keys::FirstReadOnly => {
+            spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            spec.fk.range.lastkey = 0;
+            spec.fk.range.keystep = 1;
+            spec.fk.range.limit = 0;
+        }
+        Keys::Counted => {
+            spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+            spec.fk.keynum.keynumidx = 0;
+            spec.fk.keynum.firstkey = 1;
+            spec.fk.keynum.keystep = 1;
+        }
+    }
     spec
 }
 
-/// Sets each command's docs and key spec (Redis copies them), and adds the
-/// `ratelimit` ACL category where the server supports one. Run at load,
-/// after the commands exist.
+/// Sets each command's docs and key spec (Redis copies them) and, where
+/// the server supports them for modules, its ACL categories: `@ratelimit`,
+/// added here unless the server has it built in, and `@write` or `@read`.
+/// Run at load, after the commands exist.
 pub fn register(ctx: &Context) -> Result<(), String> {
     let ctx = ctx.get_raw();
     // SAFETY: called during OnLoad with a valid context; every pointer
     // handed to Redis lives until the call returns, and Redis copies it.
     unsafe {
-        let acl = raw::RedisModule_AddACLCategory
-            .is_some_and(|add| add(ctx, c"ratelimit".as_ptr()) == raw::REDISMODULE_OK as c_int);
+        if let Some(add) = raw::RedisModule_AddACLCategory {
+            // Fails with EBUSY where the category exists already (Redis
+            // builds with GCRA have it): the commands join it all the same.
+            add(ctx, c"ratelimit".as_ptr());
+        }
         for doc in &DOCS {
             let command = raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr());
             if command.is_null() {
                 return Err(format!("{:?} is not registered", doc.name));
             }
-            let mut args: Vec<raw::RedisModuleCommandArg> = doc
-                .args
-                .iter()
-                .enumerate()
-                .map(|(i, arg)| raw_arg(arg, if i == 0 { 0 } else { -1 }))
-                .collect();
+            // A block's arguments live in `blocks` until Redis has copied them.
+            let mut blocks: Vec<Vec<raw::RedisModuleCommandArg>> = Vec::new();
+            let mut args: Vec<raw::RedisModuleCommandArg> = Vec::new();
+            for arg in doc.args {
+                let is_key = arg.kind == raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY;
+                let mut raw = raw_arg(arg, if is_key { 0 } else { -1 });
+                if !arg.subargs.is_empty() {
+                    let mut block: Vec<_> = arg.subargs.iter().map(|a| raw_arg(a, -1)).collect();
+                    block.push(zeroed());
+                    raw.subargs = block.as_mut_ptr();
+                    blocks.push(block);
+                }
+                args.push(raw);
+            }
             args.push(zeroed());
-            let mut key_specs = [key_spec(), zeroed()];
+            let mut key_specs = [key_spec(doc.keys), zeroed()];
             let mut info = raw::RedisModuleCommandInfo {
                 version: &VERSION,
                 summary: doc.summary.as_ptr(),
@@ -179,7 +286,7 @@ pub fn register(ctx: &Context) -> Result<(), String> {
                 since: SINCE.as_ptr(),
                 history: ptr::null_mut(),
                 tips: ptr::null(),
-                arity: -doc.min_arity,
+                arity: doc.arity,
                 key_specs: key_specs.as_mut_ptr(),
                 args: args.as_mut_ptr(),
             };
@@ -188,10 +295,10 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             {
                 return Err(format!("could not set the info of {:?}", doc.name));
             }
-            if let (true, Some(set)) = (acl, raw::RedisModule_SetCommandACLCategories)
-                && set(command, c"ratelimit".as_ptr()) != raw::REDISMODULE_OK as c_int
+            if let Some(set) = raw::RedisModule_SetCommandACLCategories
+                && set(command, doc.categories.as_ptr()) != raw::REDISMODULE_OK as c_int
             {
-                return Err(format!("could not set the ACL category of {:?}", doc.name));
+                return Err(format!("could not set the ACL categories of {:?}", doc.name));
             }
         }
     }

@@ -1,105 +1,269 @@
 //! The `ratelimit` data type: one value per key, holding one limiter's state.
-//! Encoding, RDB save/load, AOF rewrite, memory usage, digest, copy, free.
+//! Its kinds, the RDB encoding, AOF rewrite, memory usage, digest, copy, free.
 //!
-//! The value Redis keeps is a pointer to the algorithm's own state type,
-//! with the algorithm's kind (1 to 5) in the pointer's three low bits, which
-//! are free since every state is 8-aligned. So a token bucket costs its
-//! 16 bytes, with no tag word beside them.
+//! The value Redis keeps is a pointer to the state, with its kind (1 to 7)
+//! in the pointer's three low bits, which are free since every state is
+//! 8-aligned. So a token bucket costs its 16 bytes, with no tag word.
 
-use std::ffi::{CStr, CString, c_int, c_void};
+use std::ffi::{CStr, c_int, c_void};
 use std::mem::{align_of, size_of};
 
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use crate::algorithms::{fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket};
+use crate::algorithms::sliding_log::Log;
+use crate::algorithms::{fixed_window, leaky_bucket, sliding_window, token_bucket};
 use crate::stats;
 
-/// RDB encoding version. Version 1 held only token buckets; version 2 adds
-/// the other kinds. Both are a kind tag, then the kind's fields.
-const ENCODING_VERSION: i32 = 2;
+/// RDB encoding version. 1 held only token buckets; 2 added the other
+/// algorithms; 3 adds the wide buckets (kinds 6 and 7).
+const ENCODING_VERSION: i32 = 3;
 
 const KIND_BITS: usize = 0b111;
+const TOKEN_BUCKET: usize = 1;
+const LEAKY_BUCKET: usize = 2;
+const FIXED_WINDOW: usize = 3;
+const SLIDING_WINDOW: usize = 4;
+const SLIDING_LOG: usize = 5;
+const WIDE_TOKEN_BUCKET: usize = 6;
+const WIDE_LEAKY_BUCKET: usize = 7;
 
-/// A state type that a key can hold.
-pub trait Stored: Sized + 'static {
-    /// Its tag, in the value pointer and in RDB.
-    const KIND: usize;
-    /// Its name in RL.SETSTATE.
-    const NAME: &'static CStr;
+/// A bucket whose pico-units fit 64 bits (up to 18,446,744 units): 16 bytes.
+#[derive(Clone, Copy)]
+struct Narrow {
+    amount: u64,
+    last_us: u64,
 }
 
-/// The states made of a few integers: every kind but the sliding log.
-pub trait Fields: Stored + Copy {
-    const COUNT: usize;
-    fn to_fields(&self) -> [u64; 3];
-    fn from_fields(fields: [u64; 3]) -> Self;
+/// A larger bucket: its pico-units in two 64-bit halves.
+#[derive(Clone, Copy)]
+struct Wide {
+    high: u64,
+    low: u64,
+    last_us: u64,
 }
 
-macro_rules! fields {
-    ($type:ty, $kind:expr, $name:expr, [$($field:ident),+]) => {
-        impl Stored for $type {
-            const KIND: usize = $kind;
-            const NAME: &'static CStr = $name;
+/// A state made of a few integers: every algorithm but the sliding log.
+#[allow(clippy::enum_variant_names)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixed {
+    TokenBucket(token_bucket::State),
+    LeakyBucket(leaky_bucket::State),
+    FixedWindow(fixed_window::State),
+    SlidingWindow(sliding_window::State),
+}
+
+/// A key's state as the commands read it.
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a> {
+    Fixed(Fixed),
+    Log(&'a Log),
+}
+
+/// A state made outside a key: by RL.SETSTATE, RDB or a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owned {
+    Fixed(Fixed),
+    Log(Log),
+}
+
+impl Fixed {
+    /// Its name in RL.SETSTATE (the algorithm's).
+    pub fn name(&self) -> &'static CStr {
+        match self {
+            Fixed::TokenBucket(_) => c"TOKENBUCKET",
+            Fixed::LeakyBucket(_) => c"LEAKYBUCKET",
+            Fixed::FixedWindow(_) => c"FIXEDWINDOW",
+            Fixed::SlidingWindow(_) => c"SLIDINGWINDOW",
         }
-        impl Fields for $type {
-            const COUNT: usize = [$(stringify!($field)),+].len();
-            fn to_fields(&self) -> [u64; 3] {
-                let mut fields = [0; 3];
-                for (slot, value) in fields.iter_mut().zip([$(self.$field),+]) {
-                    *slot = value;
+    }
+
+    /// Its fields in RL.SETSTATE, and how many there are.
+    pub fn fields(&self) -> ([u128; 3], usize) {
+        match *self {
+            Fixed::TokenBucket(s) => ([s.tokens, s.last_us.into(), 0], 2),
+            Fixed::LeakyBucket(s) => ([s.level, s.last_us.into(), 0], 2),
+            Fixed::FixedWindow(s) => ([s.last_us.into(), s.count.into(), 0], 2),
+            Fixed::SlidingWindow(s) => ([s.last_us.into(), s.previous.into(), s.current.into()], 3),
+        }
+    }
+
+    /// The state of RL.SETSTATE's `name field...`, when a call could have
+    /// stored it.
+    fn from_fields(name: &[u8], fields: &[u128]) -> Option<Fixed> {
+        let time = |field: u128| u64::try_from(field).ok();
+        let count = |field: u128| u64::try_from(field).ok();
+        let is = |fixed: &CStr| name.eq_ignore_ascii_case(fixed.to_bytes());
+        let fixed = match *fields {
+            [tokens, last] if is(c"TOKENBUCKET") => {
+                Fixed::TokenBucket(token_bucket::State { tokens, last_us: time(last)? })
+            }
+            [level, last] if is(c"LEAKYBUCKET") => {
+                Fixed::LeakyBucket(leaky_bucket::State { level, last_us: time(last)? })
+            }
+            [last, n] if is(c"FIXEDWINDOW") => {
+                Fixed::FixedWindow(fixed_window::State { last_us: time(last)?, count: count(n)? })
+            }
+            [last, previous, current] if is(c"SLIDINGWINDOW") => {
+                Fixed::SlidingWindow(sliding_window::State {
+                    last_us: time(last)?,
+                    previous: count(previous)?,
+                    current: count(current)?,
+                })
+            }
+            _ => return None,
+        };
+        fixed.is_valid().then_some(fixed)
+    }
+
+    fn is_valid(&self) -> bool {
+        match self {
+            Fixed::TokenBucket(s) => s.is_valid(),
+            Fixed::LeakyBucket(s) => s.is_valid(),
+            Fixed::FixedWindow(s) => s.is_valid(),
+            Fixed::SlidingWindow(s) => s.is_valid(),
+        }
+    }
+
+    /// How a key holds it, and its kind tag: a bucket is wide only when
+    /// its amount needs more than 64 bits.
+    fn repr(&self) -> (usize, Repr) {
+        let bucket =
+            |narrow: usize, wide: usize, amount: u128, last_us: u64| match u64::try_from(amount) {
+                Ok(amount) => (narrow, Repr::Narrow(Narrow { amount, last_us })),
+                Err(_) => {
+                    let (high, low) = ((amount >> 64) as u64, amount as u64);
+                    (wide, Repr::Wide(Wide { high, low, last_us }))
                 }
-                fields
+            };
+        match *self {
+            Fixed::TokenBucket(s) => bucket(TOKEN_BUCKET, WIDE_TOKEN_BUCKET, s.tokens, s.last_us),
+            Fixed::LeakyBucket(s) => bucket(LEAKY_BUCKET, WIDE_LEAKY_BUCKET, s.level, s.last_us),
+            Fixed::FixedWindow(s) => (FIXED_WINDOW, Repr::FixedWindow(s)),
+            Fixed::SlidingWindow(s) => (SLIDING_WINDOW, Repr::SlidingWindow(s)),
+        }
+    }
+}
+
+/// A fixed state as a key holds it.
+enum Repr {
+    Narrow(Narrow),
+    Wide(Wide),
+    FixedWindow(fixed_window::State),
+    SlidingWindow(sliding_window::State),
+}
+
+impl Owned {
+    /// RL.SETSTATE's `name field...`: the state, or `None` when no call
+    /// could have stored it. An empty sliding log has no fields.
+    pub fn from_setstate(name: &[u8], fields: &[u128]) -> Option<Owned> {
+        if name.eq_ignore_ascii_case(b"SLIDINGLOG") {
+            if !fields.len().is_multiple_of(2) {
+                return None;
             }
-            fn from_fields(fields: [u64; 3]) -> Self {
-                let mut values = fields.into_iter();
-                Self { $($field: values.next().unwrap_or(0)),+ }
-            }
+            let run =
+                |pair: &[u128]| Some((u64::try_from(pair[0]).ok()?, u64::try_from(pair[1]).ok()?));
+            let runs = fields.chunks_exact(2).map(run).collect::<Option<Vec<_>>>()?;
+            return Log::from_runs(runs).map(Owned::Log);
+        }
+        Fixed::from_fields(name, fields).map(Owned::Fixed)
+    }
+
+    #[cfg(test)]
+    fn view(&self) -> Value<'_> {
+        match self {
+            Owned::Fixed(fixed) => Value::Fixed(*fixed),
+            Owned::Log(log) => Value::Log(log),
+        }
+    }
+}
+
+/// The arguments after the key of the RL.SETSTATE that recreates `value`.
+pub fn setstate_args(value: Value) -> Vec<String> {
+    match value {
+        Value::Fixed(fixed) => {
+            let (fields, count) = fixed.fields();
+            let name = fixed.name().to_string_lossy().into_owned();
+            std::iter::once(name).chain(fields[..count].iter().map(u128::to_string)).collect()
+        }
+        Value::Log(log) => std::iter::once("SLIDINGLOG".to_owned())
+            .chain(log.runs().flat_map(|(at_us, count)| [at_us.to_string(), count.to_string()]))
+            .collect(),
+    }
+}
+
+/// A value as RDB holds it: its kind, its integers, and a log's runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub kind: u64,
+    pub fields: Vec<u64>,
+    pub runs: Option<&'a [u8]>,
+}
+
+/// How many integers follow a kind in RDB, and whether runs follow them.
+fn layout(encver: i32, kind: u64) -> Option<(usize, bool)> {
+    let wide = encver >= 3;
+    match usize::try_from(kind).ok()? {
+        TOKEN_BUCKET => Some((2, false)),
+        LEAKY_BUCKET | FIXED_WINDOW if encver >= 2 => Some((2, false)),
+        SLIDING_WINDOW if encver >= 2 => Some((3, false)),
+        SLIDING_LOG if encver >= 2 => Some((3, true)),
+        WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET if wide => Some((3, false)),
+        _ => None,
+    }
+}
+
+pub fn encode<'a>(value: &Value<'a>) -> Record<'a> {
+    let (kind, fields, runs) = match *value {
+        Value::Fixed(fixed) => {
+            let (kind, repr) = fixed.repr();
+            let fields = match repr {
+                Repr::Narrow(b) => vec![b.amount, b.last_us],
+                Repr::Wide(b) => vec![b.high, b.low, b.last_us],
+                Repr::FixedWindow(s) => vec![s.last_us, s.count],
+                Repr::SlidingWindow(s) => vec![s.last_us, s.previous, s.current],
+            };
+            (kind, fields, None)
+        }
+        Value::Log(log) => {
+            (SLIDING_LOG, vec![log.first_us, log.last_us, log.total], Some(&log.runs[..]))
         }
     };
+    Record { kind: kind as u64, fields, runs }
 }
 
-fields!(token_bucket::State, 1, c"TOKENBUCKET", [tokens, last_us]);
-fields!(leaky_bucket::State, 2, c"LEAKYBUCKET", [level, last_us]);
-fields!(fixed_window::State, 3, c"FIXEDWINDOW", [last_us, count]);
-fields!(sliding_window::State, 4, c"SLIDINGWINDOW", [last_us, previous, current]);
-
-impl Stored for sliding_log::Log {
-    const KIND: usize = 5;
-    const NAME: &'static CStr = c"SLIDINGLOG";
-}
-
-/// Calls `$body` with `$T` the state type of kind `$kind` for the four kinds
-/// made of fields; else gives `$other`, which handles the sliding log, the
-/// only other kind a value made by `into_value` can have.
-macro_rules! with_kind {
-    ($kind:expr, $T:ident => $body:expr, $other:expr) => {
-        match $kind {
-            <token_bucket::State as Stored>::KIND => {
-                type $T = token_bucket::State;
-                $body
-            }
-            <leaky_bucket::State as Stored>::KIND => {
-                type $T = leaky_bucket::State;
-                $body
-            }
-            <fixed_window::State as Stored>::KIND => {
-                type $T = fixed_window::State;
-                $body
-            }
-            <sliding_window::State as Stored>::KIND => {
-                type $T = sliding_window::State;
-                $body
-            }
-            _ => $other,
+/// The state a record holds, when it is exactly what `encode` writes for
+/// a state some call could have stored; else `None`.
+pub fn decode(encver: i32, record: &Record) -> Option<Owned> {
+    let (count, has_runs) = layout(encver, record.kind)?;
+    if record.fields.len() != count || record.runs.is_some() != has_runs {
+        return None;
+    }
+    let f = &record.fields;
+    let joined = |high: u64, low: u64| (u128::from(high) << 64) | u128::from(low);
+    let fields: Vec<u128> = match record.kind as usize {
+        SLIDING_LOG => {
+            let log = Log::decode(f[0], f[1], f[2], record.runs?)?;
+            return Some(Owned::Log(log));
         }
+        WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET => vec![joined(f[0], f[1]), f[2].into()],
+        _ => f.iter().map(|&field| field.into()).collect(),
     };
+    let name = match record.kind as usize {
+        TOKEN_BUCKET | WIDE_TOKEN_BUCKET => c"TOKENBUCKET",
+        LEAKY_BUCKET | WIDE_LEAKY_BUCKET => c"LEAKYBUCKET",
+        FIXED_WINDOW => c"FIXEDWINDOW",
+        _ => c"SLIDINGWINDOW",
+    };
+    let fixed = Fixed::from_fields(name.to_bytes(), &fields)?;
+    // One encoding per state: a bucket is wide only when it must be.
+    (fixed.repr().0 as u64 == record.kind).then_some(Owned::Fixed(fixed))
 }
 
-pub fn into_value<T: Stored>(state: T) -> *mut c_void {
+fn tagged<T>(kind: usize, state: T) -> *mut c_void {
     const { assert!(align_of::<T>() >= 8) };
     stats::value_created();
-    Box::into_raw(Box::new(state)).map_addr(|address| address | T::KIND).cast()
+    Box::into_raw(Box::new(state)).map_addr(|address| address | kind).cast()
 }
 
 fn kind_of(value: *const c_void) -> usize {
@@ -107,16 +271,79 @@ fn kind_of(value: *const c_void) -> usize {
 }
 
 /// # Safety
-/// `value` came from `into_value` and is still alive.
-pub unsafe fn state_mut<'a, T: Stored>(value: *mut c_void) -> Option<&'a mut T> {
-    let state = value.map_addr(|address| address & !KIND_BITS).cast::<T>();
-    (kind_of(value) == T::KIND).then(|| unsafe { &mut *state })
+/// `value` came from `into_value`, is still alive, and holds a `T`.
+unsafe fn untagged<'a, T>(value: *const c_void) -> &'a mut T {
+    unsafe { &mut *value.map_addr(|address| address & !KIND_BITS).cast::<T>().cast_mut() }
 }
 
+/// A new value for Redis to own.
+pub fn into_value(owned: Owned) -> *mut c_void {
+    let fixed = match owned {
+        Owned::Fixed(fixed) => fixed,
+        Owned::Log(log) => return tagged(SLIDING_LOG, log),
+    };
+    match fixed.repr() {
+        (kind, Repr::Narrow(state)) => tagged(kind, state),
+        (kind, Repr::Wide(state)) => tagged(kind, state),
+        (kind, Repr::FixedWindow(state)) => tagged(kind, state),
+        (kind, Repr::SlidingWindow(state)) => tagged(kind, state),
+    }
+}
+
+/// The state a value holds.
+///
 /// # Safety
-/// As `state_mut`, and `T::KIND` is the value's kind.
-unsafe fn state_ref<'a, T: Stored>(value: *const c_void) -> &'a T {
-    unsafe { &*value.map_addr(|address| address & !KIND_BITS).cast::<T>() }
+/// `value` came from `into_value` and lives as long as `'a`.
+pub unsafe fn view<'a>(value: *const c_void) -> Value<'a> {
+    let bucket = |kind: usize| -> (u128, u64) {
+        if kind == TOKEN_BUCKET || kind == LEAKY_BUCKET {
+            let narrow = unsafe { *untagged::<Narrow>(value) };
+            (narrow.amount.into(), narrow.last_us)
+        } else {
+            let wide = unsafe { *untagged::<Wide>(value) };
+            ((u128::from(wide.high) << 64) | u128::from(wide.low), wide.last_us)
+        }
+    };
+    match kind_of(value) {
+        kind @ (TOKEN_BUCKET | WIDE_TOKEN_BUCKET) => {
+            let (tokens, last_us) = bucket(kind);
+            Value::Fixed(Fixed::TokenBucket(token_bucket::State { tokens, last_us }))
+        }
+        kind @ (LEAKY_BUCKET | WIDE_LEAKY_BUCKET) => {
+            let (level, last_us) = bucket(kind);
+            Value::Fixed(Fixed::LeakyBucket(leaky_bucket::State { level, last_us }))
+        }
+        FIXED_WINDOW => Value::Fixed(Fixed::FixedWindow(*unsafe { untagged(value) })),
+        SLIDING_WINDOW => Value::Fixed(Fixed::SlidingWindow(*unsafe { untagged(value) })),
+        _ => Value::Log(unsafe { untagged(value) }),
+    }
+}
+
+/// Writes `fixed` over the value when that has its kind, and says whether
+/// it did; else the caller replaces the value.
+///
+/// # Safety
+/// As `view`.
+pub unsafe fn overwrite(value: *mut c_void, fixed: Fixed) -> bool {
+    let (kind, repr) = fixed.repr();
+    if kind_of(value) != kind {
+        return false;
+    }
+    match repr {
+        Repr::Narrow(state) => *unsafe { untagged(value) } = state,
+        Repr::Wide(state) => *unsafe { untagged(value) } = state,
+        Repr::FixedWindow(state) => *unsafe { untagged(value) } = state,
+        Repr::SlidingWindow(state) => *unsafe { untagged(value) } = state,
+    }
+    true
+}
+
+/// The log a value holds, to change in place.
+///
+/// # Safety
+/// As `view`.
+pub unsafe fn log_mut<'a>(value: *mut c_void) -> Option<&'a mut Log> {
+    (kind_of(value) == SLIDING_LOG).then(|| unsafe { untagged::<Log>(value) })
 }
 
 pub static RATELIMIT_TYPE: RedisType = RedisType::new(
@@ -146,84 +373,47 @@ pub static RATELIMIT_TYPE: RedisType = RedisType::new(
 );
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    let kind = kind_of(value);
-    raw::save_unsigned(rdb, kind as u64);
-    with_kind!(kind, T => {
-        let state = unsafe { state_ref::<T>(value) };
-        for field in &state.to_fields()[..T::COUNT] {
-            raw::save_unsigned(rdb, *field);
-        }
-    }, {
-        let log = unsafe { state_ref::<sliding_log::Log>(value) };
-        for field in [log.first_us, log.last_us, log.total] {
-            raw::save_unsigned(rdb, field);
-        }
-        raw::save_slice(rdb, &log.runs);
-    })
+    let value = unsafe { view(value) };
+    let record = encode(&value);
+    raw::save_unsigned(rdb, record.kind);
+    for field in record.fields {
+        raw::save_unsigned(rdb, field);
+    }
+    if let Some(runs) = record.runs {
+        raw::save_slice(rdb, runs);
+    }
 }
 
+/// Reads a value; anything short, or not what `rdb_save` writes for a
+/// state some call could have stored, loads as nothing: an error for
+/// RESTORE ("Bad data format") and for loading a file.
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if !(1..=ENCODING_VERSION).contains(&encver) {
-        return std::ptr::null_mut();
-    }
-    let load = |rdb| raw::load_unsigned(rdb).ok();
+    let load = || raw::load_unsigned(rdb).ok();
     let loaded = (|| {
-        let kind = usize::try_from(load(rdb)?).ok()?;
-        with_kind!(kind, T => {
-            let mut fields = [0; 3];
-            for field in &mut fields[..T::COUNT] {
-                *field = load(rdb)?;
-            }
-            Some(into_value(T::from_fields(fields)))
-        }, {
-            if kind != sliding_log::Log::KIND {
-                return None;
-            }
-            let (first_us, last_us, total) = (load(rdb)?, load(rdb)?, load(rdb)?);
-            let runs = raw::load_string_buffer(rdb).ok()?.as_ref().to_vec();
-            let stored = sliding_log::Log { first_us, last_us, total, runs };
-            // Rebuilt from its runs, so a log that does not add up is refused.
-            let log = sliding_log::Log::from_runs(stored.runs())?;
-            (log.total == total && log.last_us == last_us).then(|| into_value(log))
-        })
+        let kind = load()?;
+        let (count, has_runs) = layout(encver, kind)?;
+        let fields = (0..count).map(|_| load()).collect::<Option<Vec<u64>>>()?;
+        let buffer = if has_runs { Some(raw::load_string_buffer(rdb).ok()?) } else { None };
+        let record = Record { kind, fields, runs: buffer.as_ref().map(|b| b.as_ref()) };
+        decode(encver, &record).map(into_value)
     })();
     loaded.unwrap_or(std::ptr::null_mut())
 }
 
-/// The arguments after the key of the RL.SETSTATE that recreates `value`.
-pub fn setstate_args(value: *const c_void) -> Vec<CString> {
-    let number = |n: u64| CString::new(n.to_string()).unwrap_or_default();
-    let kind = kind_of(value);
-    let mut args = Vec::new();
-    with_kind!(kind, T => {
-        let state = unsafe { state_ref::<T>(value) };
-        args.push(T::NAME.to_owned());
-        args.extend(state.to_fields()[..T::COUNT].iter().map(|&f| number(f)));
-    }, {
-        let log = unsafe { state_ref::<sliding_log::Log>(value) };
-        args.push(sliding_log::Log::NAME.to_owned());
-        for (at_us, count) in log.runs() {
-            args.extend([number(at_us), number(count)]);
-        }
-    });
-    args
-}
-
-/// Emits `RL.SETSTATE key KIND field...`, one argument at a time; Redis adds
-/// the expiry itself.
+/// Emits `RL.SETSTATE key KIND field...`; Redis adds the expiry itself.
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let args = setstate_args(value);
+    let args = setstate_args(unsafe { view(value) });
     let args: Vec<*mut raw::RedisModuleString> = args
         .iter()
         .map(|arg| unsafe {
             raw::RedisModule_CreateString.unwrap()(
                 std::ptr::null_mut(),
-                arg.as_ptr(),
-                arg.as_bytes().len(),
+                arg.as_ptr().cast(),
+                arg.len(),
             )
         })
         .collect();
@@ -245,18 +435,19 @@ unsafe extern "C" fn aof_rewrite(
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    let kind = kind_of(value);
-    with_kind!(kind, T => size_of::<T>(), {
-        let log = unsafe { state_ref::<sliding_log::Log>(value) };
-        size_of::<sliding_log::Log>() + log.heap_bytes()
-    })
+    match kind_of(value) {
+        TOKEN_BUCKET | LEAKY_BUCKET => size_of::<Narrow>(),
+        WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET => size_of::<Wide>(),
+        FIXED_WINDOW => size_of::<fixed_window::State>(),
+        SLIDING_WINDOW => size_of::<sliding_window::State>(),
+        _ => size_of::<Log>() + unsafe { untagged::<Log>(value) }.heap_bytes(),
+    }
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    for arg in setstate_args(value) {
-        let bytes = arg.as_bytes();
+    for arg in setstate_args(unsafe { view(value) }) {
         unsafe {
-            raw::RedisModule_DigestAddStringBuffer.unwrap()(md, bytes.as_ptr().cast(), bytes.len())
+            raw::RedisModule_DigestAddStringBuffer.unwrap()(md, arg.as_ptr().cast(), arg.len())
         };
     }
     unsafe { raw::RedisModule_DigestEndSequence.unwrap()(md) };
@@ -267,17 +458,171 @@ unsafe extern "C" fn copy(
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    let kind = kind_of(value);
-    with_kind!(kind, T => into_value(*unsafe { state_ref::<T>(value) }), {
-        into_value(unsafe { state_ref::<sliding_log::Log>(value) }.clone())
+    into_value(match unsafe { view(value) } {
+        Value::Fixed(fixed) => Owned::Fixed(fixed),
+        Value::Log(log) => Owned::Log(log.clone()),
     })
 }
 
 unsafe extern "C" fn free(value: *mut c_void) {
     stats::value_freed();
-    let kind = kind_of(value);
     let address = value.map_addr(|address| address & !KIND_BITS);
-    with_kind!(kind, T => drop(unsafe { Box::from_raw(address.cast::<T>()) }), {
-        drop(unsafe { Box::from_raw(address.cast::<sliding_log::Log>()) })
-    })
+    match kind_of(value) {
+        TOKEN_BUCKET | LEAKY_BUCKET => drop(unsafe { Box::from_raw(address.cast::<Narrow>()) }),
+        WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET => {
+            drop(unsafe { Box::from_raw(address.cast::<Wide>()) })
+        }
+        FIXED_WINDOW => drop(unsafe { Box::from_raw(address.cast::<fixed_window::State>()) }),
+        SLIDING_WINDOW => drop(unsafe { Box::from_raw(address.cast::<sliding_window::State>()) }),
+        _ => drop(unsafe { Box::from_raw(address.cast::<Log>()) }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::algorithms::{MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
+
+    const MAX_PICO: u128 = MAX_UNITS as u128 * PICO_PER_UNIT;
+
+    fn round_trip(owned: &Owned) -> Option<Owned> {
+        decode(ENCODING_VERSION, &encode(&owned.view()))
+    }
+
+    /// The invariants a stored state keeps, said independently of the
+    /// `is_valid` methods: what the commands can produce.
+    fn producible(kind: u64, fields: &[u64]) -> bool {
+        let time = |t: u64| t <= MAX_TIME_US;
+        let units = |n: u64| n <= MAX_UNITS;
+        let wide = |f: &[u64]| (u128::from(f[0]) << 64) | u128::from(f[1]);
+        match (kind as usize, fields) {
+            (TOKEN_BUCKET, &[_, last]) => time(last) && u128::from(fields[0]) <= MAX_PICO,
+            (LEAKY_BUCKET, &[level, last]) => level > 0 && time(last),
+            (WIDE_TOKEN_BUCKET, &[_, _, last]) => {
+                time(last) && wide(fields) > u128::from(u64::MAX) && wide(fields) <= MAX_PICO
+            }
+            (WIDE_LEAKY_BUCKET, &[_, _, last]) => {
+                time(last) && wide(fields) > u128::from(u64::MAX) && wide(fields) <= MAX_PICO
+            }
+            (FIXED_WINDOW, &[last, count]) => time(last) && count >= 1 && units(count),
+            (SLIDING_WINDOW, &[last, previous, current]) => {
+                time(last) && units(previous) && units(current) && previous + current > 0
+            }
+            _ => false,
+        }
+    }
+
+    fn any_fixed() -> impl Strategy<Value = Fixed> {
+        let time = 0..=MAX_TIME_US;
+        let units = 0..=MAX_UNITS;
+        prop_oneof![
+            (0..=MAX_PICO, time.clone()).prop_map(|(tokens, last_us)| Fixed::TokenBucket(
+                token_bucket::State { tokens, last_us }
+            )),
+            (1..=MAX_PICO, time.clone()).prop_map(|(level, last_us)| Fixed::LeakyBucket(
+                leaky_bucket::State { level, last_us }
+            )),
+            (time.clone(), 1..=MAX_UNITS).prop_map(|(last_us, count)| Fixed::FixedWindow(
+                fixed_window::State { last_us, count }
+            )),
+            (time, units.clone(), units).prop_filter("not fresh", |(_, p, c)| p + c > 0).prop_map(
+                |(last_us, previous, current)| {
+                    Fixed::SlidingWindow(sliding_window::State { last_us, previous, current })
+                }
+            ),
+        ]
+    }
+
+    #[test]
+    fn buckets_are_narrow_up_to_18446744_units() {
+        let narrow = Fixed::TokenBucket(token_bucket::State {
+            tokens: 18_446_744 * PICO_PER_UNIT,
+            last_us: 1,
+        });
+        assert_eq!(encode(&Value::Fixed(narrow)).kind, TOKEN_BUCKET as u64);
+        let wide = Fixed::LeakyBucket(leaky_bucket::State {
+            level: 18_446_745 * PICO_PER_UNIT,
+            last_us: 1,
+        });
+        let record = encode(&Value::Fixed(wide));
+        assert_eq!((record.kind, record.fields.len()), (WIDE_LEAKY_BUCKET as u64, 3));
+        assert_eq!(size_of::<Narrow>(), 16);
+        // A wide record under an older encoding could not have been written.
+        assert_eq!(decode(2, &record), None);
+        assert_eq!(decode(3, &record), Some(Owned::Fixed(wide)));
+    }
+
+    #[test]
+    fn logs_round_trip_and_bad_ones_are_refused() {
+        let log = Log::from_runs([(5, 2), (7, 1)]).unwrap();
+        assert_eq!(round_trip(&Owned::Log(log.clone())), Some(Owned::Log(log.clone())));
+        assert_eq!(round_trip(&Owned::Log(Log::default())), Some(Owned::Log(Log::default())));
+        let mut record = encode(&Value::Log(&log));
+        record.fields[2] += 1;
+        assert_eq!(decode(3, &record), None);
+        record.runs = None;
+        assert_eq!(decode(3, &record), None);
+    }
+
+    #[test]
+    fn setstate_takes_only_producible_states() {
+        let log = |fields: &[u128]| Owned::from_setstate(b"SLIDINGLOG", fields);
+        assert_eq!(log(&[]), Some(Owned::Log(Log::default())));
+        assert_eq!(log(&[1, 2, 3]), None);
+        assert_eq!(log(&[u128::from(u64::MAX), 1]), None);
+        let tb = |fields: &[u128]| Owned::from_setstate(b"tokenbucket", fields);
+        assert!(tb(&[MAX_PICO, u128::from(MAX_TIME_US)]).is_some());
+        assert_eq!(tb(&[MAX_PICO + 1, 0]), None);
+        assert_eq!(tb(&[0, u128::from(MAX_TIME_US) + 1]), None);
+        assert_eq!(tb(&[0]), None);
+        assert_eq!(Owned::from_setstate(b"FIXEDWINDOW", &[1, 0]), None);
+        assert_eq!(Owned::from_setstate(b"LEAKYBUCKET", &[0, 1]), None);
+        assert_eq!(Owned::from_setstate(b"SLIDINGWINDOW", &[1, 0, 0]), None);
+        assert_eq!(Owned::from_setstate(b"GCRA", &[1, 1]), None);
+    }
+
+    proptest! {
+        /// Every state the commands can store round-trips, in one encoding.
+        #[test]
+        fn producible_states_round_trip(fixed in any_fixed()) {
+            let owned = Owned::Fixed(fixed);
+            prop_assert_eq!(round_trip(&owned), Some(owned.clone()));
+            let (fields, count) = fixed.fields();
+            prop_assert_eq!(Owned::from_setstate(fixed.name().to_bytes(), &fields[..count]), Some(owned));
+        }
+
+        /// Any other record is refused: decoding accepts exactly the
+        /// producible ones.
+        #[test]
+        fn everything_else_is_refused(
+            kind in 0u64..9,
+            fields in proptest::collection::vec(
+                prop_oneof![Just(0u64), Just(1), Just(MAX_UNITS), Just(MAX_UNITS + 1), Just(MAX_TIME_US),
+                            Just(MAX_TIME_US + 1), Just(u64::MAX), any::<u64>()],
+                0..4,
+            ),
+        ) {
+            let record = Record { kind, fields: fields.clone(), runs: None };
+            let decoded = decode(ENCODING_VERSION, &record);
+            prop_assert_eq!(decoded.is_some(), producible(kind, &fields), "{:?}", record);
+            if let Some(owned) = decoded {
+                prop_assert_eq!(encode(&owned.view()), record);
+            }
+        }
+
+        /// Sliding logs: whatever runs the math logs round-trip; random
+        /// bytes decode only to a log that encodes back to them.
+        #[test]
+        fn logs_decode_only_canonical_bytes(
+            header in (0u64..1000, 0u64..1000, 0u64..20),
+            runs in proptest::collection::vec(any::<u8>(), 0..12),
+        ) {
+            let record = Record { kind: SLIDING_LOG as u64, fields: vec![header.0, header.1, header.2], runs: Some(&runs) };
+            if let Some(owned) = decode(ENCODING_VERSION, &record) {
+                prop_assert_eq!(encode(&owned.view()), record);
+            }
+        }
+    }
 }

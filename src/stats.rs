@@ -7,11 +7,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::raw;
 
+use crate::limit::Algorithm;
+
 pub struct Counters {
     /// The field name in INFO.
     name: &'static CStr,
     /// The keyspace event a write emits (class `d`, module keys).
     pub event: &'static CStr,
+    /// The names in INFO of the units counted when a call admits, and
+    /// when it denies (none for a command that never denies).
+    unit_names: (&'static CStr, Option<&'static CStr>),
     calls: AtomicU64,
     admitted_units: AtomicU64,
     denied_units: AtomicU64,
@@ -19,9 +24,18 @@ pub struct Counters {
 
 impl Counters {
     const fn new(name: &'static CStr, event: &'static CStr) -> Counters {
+        Self::named(name, event, (c"admitted_units", Some(c"denied_units")))
+    }
+
+    const fn named(
+        name: &'static CStr,
+        event: &'static CStr,
+        unit_names: (&'static CStr, Option<&'static CStr>),
+    ) -> Counters {
         Counters {
             name,
             event,
+            unit_names,
             calls: AtomicU64::new(0),
             admitted_units: AtomicU64::new(0),
             denied_units: AtomicU64::new(0),
@@ -45,7 +59,23 @@ pub static LEAKY_BUCKET: Counters = Counters::new(c"leakybucket", c"rl.leakybuck
 pub static FIXED_WINDOW: Counters = Counters::new(c"fixedwindow", c"rl.fixedwindow");
 pub static SLIDING_WINDOW: Counters = Counters::new(c"slidingwindow", c"rl.slidingwindow");
 pub static SLIDING_LOG: Counters = Counters::new(c"slidinglog", c"rl.slidinglog");
+/// RL.MULTI counts the units of all its limits.
+pub static MULTI: Counters = Counters::new(c"multi", c"rl.multi");
+/// RL.PEEK counts what it would admit and deny; it writes nothing.
+pub static PEEK: Counters = Counters::new(c"peek", c"rl.peek");
+pub static REFUND: Counters = Counters::named(c"refund", c"rl.refund", (c"refunded_units", None));
 pub const SET_STATE_EVENT: &CStr = c"rl.setstate";
+
+/// The counters of an algorithm's own command.
+pub fn of(algorithm: Algorithm) -> &'static Counters {
+    match algorithm {
+        Algorithm::TokenBucket => &TOKEN_BUCKET,
+        Algorithm::LeakyBucket => &LEAKY_BUCKET,
+        Algorithm::FixedWindow => &FIXED_WINDOW,
+        Algorithm::SlidingWindow => &SLIDING_WINDOW,
+        Algorithm::SlidingLog => &SLIDING_LOG,
+    }
+}
 
 /// Limiter values in memory. Values may be freed on a lazy-free thread,
 /// so these are real atomic updates; they happen once per key, not per call.
@@ -60,7 +90,8 @@ pub fn value_freed() {
 }
 
 /// The `ratelimit` INFO section:
-/// `keys:N` and `tokenbucket:calls=C,admitted_units=A,denied_units=D`...
+/// `keys:N`, `tokenbucket:calls=C,admitted_units=A,denied_units=D`...,
+/// and `refund:calls=C,refunded_units=R`.
 pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: Redis calls this with a valid INFO context.
     unsafe {
@@ -70,14 +101,25 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
             c"keys".as_ptr(),
             VALUES.load(Relaxed),
         );
-        for counters in [&TOKEN_BUCKET, &LEAKY_BUCKET, &FIXED_WINDOW, &SLIDING_WINDOW, &SLIDING_LOG]
-        {
+        let all = [
+            &TOKEN_BUCKET,
+            &LEAKY_BUCKET,
+            &FIXED_WINDOW,
+            &SLIDING_WINDOW,
+            &SLIDING_LOG,
+            &MULTI,
+            &PEEK,
+            &REFUND,
+        ];
+        for counters in all {
             raw::RedisModule_InfoBeginDictField.unwrap()(ctx, counters.name.as_ptr());
-            for (field, counter) in [
-                (c"calls", &counters.calls),
-                (c"admitted_units", &counters.admitted_units),
-                (c"denied_units", &counters.denied_units),
-            ] {
+            let (admitted, denied) = counters.unit_names;
+            let fields = [
+                Some((c"calls", &counters.calls)),
+                Some((admitted, &counters.admitted_units)),
+                denied.map(|denied| (denied, &counters.denied_units)),
+            ];
+            for (field, counter) in fields.into_iter().flatten() {
                 raw::RedisModule_InfoAddFieldULongLong.unwrap()(
                     ctx,
                     field.as_ptr(),

@@ -5,11 +5,14 @@ mod common;
 
 use common::{Server, dump, error, ints};
 
-const CAPACITY: &str = "ERR capacity must be an integer from 1 to 18446744";
-const RATE: &str = "ERR rate must be a decimal number of units per second, at least 0.000001";
-const NOW: &str = "ERR now must be * or a non-negative decimal Unix time in seconds";
-const COUNT: &str = "ERR n must be a non-negative integer";
-const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, its fields, and optionally PXAT unix_ms";
+const CAPACITY: &str = "ERR capacity must be an integer from 1 to 9007199254740991";
+const RATE: &str =
+    "ERR rate must be a decimal number of units per second from 0.000001 to 1000000000000";
+const FILL_TIME: &str = "ERR capacity / rate must be at most 1000000000000 seconds (the time to refill or drain the whole bucket)";
+const NOW: &str =
+    "ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999";
+const COUNT: &str = "ERR n must be an integer from 0 to 9007199254740991";
+const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, fields that a command could have stored, and optionally PXAT unix_ms";
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 fn arity(command: &str) -> String {
@@ -42,7 +45,11 @@ fn bad_token_bucket_calls_change_nothing() {
         (tb(&[b"", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b"1.5", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b"\xff", b"1", b"*"]), CAPACITY.into()),
-        (tb(&[b"18446745", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"9007199254740992", b"10000", b"*"]), CAPACITY.into()),
+        (tb(&[b"18446744073709551616", b"1", b"*"]), CAPACITY.into()),
+        (tb(&[b"1000001", b"0.000001", b"*"]), FILL_TIME.into()),
+        (tb(&[b"9007199254740991", b"9007.199254", b"*"]), FILL_TIME.into()),
+        (tb(&[b"10", b"1000000000000.000001", b"*"]), RATE.into()),
         (tb(&[b"99999999999999999999999", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b" 10", b"1", b"*"]), CAPACITY.into()),
         (tb(&[b"10", b"nan", b"*"]), RATE.into()),
@@ -63,11 +70,14 @@ fn bad_token_bucket_calls_change_nothing() {
         (tb(&[b"10", b"1", b"**"]), NOW.into()),
         (tb(&[b"10", b"1", b"\xff\xfe"]), NOW.into()),
         (tb(&[b"10", b"1", b"1700000000,5"]), NOW.into()),
+        (tb(&[b"10", b"1", b"253402300800"]), NOW.into()),
+        (tb(&[b"10", b"1", b"253402300799.9999995"]), NOW.into()),
         (tb(&[b"10", b"1", b"*", b"1.5"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b"-1"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b"nan"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b""]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b"18446744073709551616"]), COUNT.into()),
+        (tb(&[b"10", b"1", b"*", b"9007199254740992"]), COUNT.into()),
         (tb(&[b"10", b"1", b"*", b"\x80"]), COUNT.into()),
         (tb(&[b"10", b"1"]), arity("RL.TOKENBUCKET")),
         (tb(&[]), arity("RL.TOKENBUCKET")),
@@ -125,7 +135,31 @@ fn bad_setstate_calls_change_nothing() {
         (vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"1", b"4", b"1"], STATE.into()),
         (vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"0"], STATE.into()),
         (vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5"], STATE.into()),
-        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET"], arity("RL.SETSTATE")),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET"], STATE.into()),
+        // Beyond what a command could store: more than 2^53 - 1 tokens,
+        // a time after 9999, an empty queue or window, a log summing past
+        // 2^53 - 1, an expiry past i64.
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"9007199254740991000000000001", b"1"],
+            STATE.into(),
+        ),
+        (vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"253402300800000000"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"LEAKYBUCKET", b"0", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"FIXEDWINDOW", b"1", b"0"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"FIXEDWINDOW", b"1", b"9007199254740992"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"SLIDINGWINDOW", b"1", b"0", b"0"], STATE.into()),
+        (
+            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"9007199254740991", b"6", b"1"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"SLIDINGLOG", b"5", b"18446744073709551615", b"6", b"1"],
+            STATE.into(),
+        ),
+        (
+            vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT", b"9223372036854775808"],
+            STATE.into(),
+        ),
         (vec![b"RL.SETSTATE", b"k"], arity("RL.SETSTATE")),
     ];
     for (args, expected) in &cases {
@@ -134,8 +168,8 @@ fn bad_setstate_calls_change_nothing() {
     }
 }
 
-const LIMIT: &str = "ERR limit must be a positive integer";
-const WINDOW: &str = "ERR window must be a decimal number of seconds, at least 0.001";
+const LIMIT: &str = "ERR limit must be an integer from 1 to 9007199254740991";
+const WINDOW: &str = "ERR window must be a decimal number of seconds from 0.001 to 1000000000000";
 
 #[test]
 fn bad_calls_of_the_other_commands_change_nothing() {
@@ -144,7 +178,7 @@ fn bad_calls_of_the_other_commands_change_nothing() {
     let bucket: [(&[u8], &[u8]); 6] = [
         (b"0", CAPACITY.as_bytes()),
         (b"nan", CAPACITY.as_bytes()),
-        (b"18446745", CAPACITY.as_bytes()),
+        (b"9007199254740992", CAPACITY.as_bytes()),
         (b"-1", CAPACITY.as_bytes()),
         (b"", CAPACITY.as_bytes()),
         (b"\xff", CAPACITY.as_bytes()),
@@ -152,7 +186,7 @@ fn bad_calls_of_the_other_commands_change_nothing() {
     let window_limits: [(&[u8], &[u8]); 6] = [
         (b"0", LIMIT.as_bytes()),
         (b"nan", LIMIT.as_bytes()),
-        (b"18446744073709551616", LIMIT.as_bytes()),
+        (b"9007199254740992", LIMIT.as_bytes()),
         (b"-1", LIMIT.as_bytes()),
         (b"1.5", LIMIT.as_bytes()),
         (b"\xff", LIMIT.as_bytes()),
@@ -178,11 +212,15 @@ fn bad_calls_of_the_other_commands_change_nothing() {
         }
         if !is_bucket {
             cases.push((vec![key, key, b"10", b"0.0009", b"*"], WINDOW.into()));
+            cases.push((vec![key, key, b"10", b"1000000000000.000001", b"*"], WINDOW.into()));
+        } else {
+            cases.push((vec![key, key, b"10", b"1000000000000.000001", b"*"], RATE.into()));
+            cases.push((vec![key, key, b"1000001", b"0.000001", b"*"], FILL_TIME.into()));
         }
-        for now in [&b"nan"[..], b"-1", b"inf", b"", b"**", b"\xfe"] {
+        for now in [&b"nan"[..], b"-1", b"inf", b"", b"**", b"\xfe", b"253402300800"] {
             cases.push((vec![key, key, b"10", good_second, now], NOW.into()));
         }
-        for n in [&b"-1"[..], b"1.5", b"", b"nan", b"18446744073709551616"] {
+        for n in [&b"-1"[..], b"1.5", b"", b"nan", b"9007199254740992", b"18446744073709551616"] {
             cases.push((vec![key, key, b"10", good_second, b"*", n], COUNT.into()));
         }
         cases.push((vec![key, key, b"10", good_second], arity(command)));

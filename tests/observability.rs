@@ -39,27 +39,46 @@ fn command_info_has_flags_arity_and_key_spec() {
         let Value::Array(outer) = reply else { panic!("{reply:?}") };
         let Value::Array(info) = &outer[0] else { panic!("{outer:?}") };
         assert_eq!(text(&info[0]), command);
-        let arity = if command == "RL.SETSTATE" { "-4" } else { "-5" };
+        let arity = match command {
+            "RL.SETSTATE" => "-3",
+            "RL.MULTI" => "-8",
+            "RL.PEEK" => "-6",
+            "RL.REFUND" => "7",
+            _ => "-5",
+        };
         assert_eq!(text(&info[1]), arity, "{command}");
         let Value::Array(flags) = &info[2] else { panic!() };
         let flags: Vec<String> = flags.iter().map(text).collect();
-        for flag in ["write", "denyoom", "module"] {
-            assert!(flags.contains(&flag.to_string()), "{command}: {flags:?}");
-        }
-        assert_eq!(
-            flags.contains(&"fast".to_string()),
-            !matches!(command, "RL.SLIDINGLOG" | "RL.SETSTATE")
-        );
+        let expected: &[&str] = match command {
+            "RL.PEEK" => &["readonly", "module", "fast"],
+            "RL.SLIDINGLOG" | "RL.SETSTATE" | "RL.REFUND" => &["write", "denyoom", "module"],
+            "RL.MULTI" => &["write", "denyoom", "module", "movablekeys"],
+            _ => &["write", "denyoom", "module", "fast"],
+        };
+        assert_eq!(flags, expected, "{command}");
         // first key, last key, step
-        assert_eq!([&info[3], &info[4], &info[5]].map(text), ["1", "1", "1"], "{command}");
+        let range = if command == "RL.MULTI" { ["0", "0", "0"] } else { ["1", "1", "1"] };
+        assert_eq!([&info[3], &info[4], &info[5]].map(text), range, "{command}");
         let Value::Array(specs) = &info[8] else { panic!("{info:?}") };
         assert_eq!(specs.len(), 1, "{command}");
         let spec_flags: Vec<String> = match field(&specs[0], "flags") {
             Value::Array(f) => f.iter().map(text).collect(),
             other => panic!("{other:?}"),
         };
-        assert_eq!(spec_flags, ["RW", "access", "update"], "{command}");
+        let access: &[&str] =
+            if command == "RL.PEEK" { &["RO", "access"] } else { &["RW", "access", "update"] };
+        assert_eq!(spec_flags, access, "{command}");
+        let find_keys = text(&field(&specs[0], "find_keys"));
+        let expected = if command == "RL.MULTI" { "keynum" } else { "range" };
+        assert!(find_keys.contains(expected), "{command}: {find_keys}");
     }
+    // GETKEYS follows the key specs: every key of RL.MULTI.
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg(&["GETKEYS", "RL.MULTI", "2", "a", "b", "*", "TOKENBUCKET", "1", "1", "1"])
+        .arg(&["FIXEDWINDOW", "1", "1", "1"])
+        .query(con)
+        .unwrap();
+    assert_eq!(keys, ["a", "b"]);
 }
 
 #[test]
@@ -85,6 +104,9 @@ fn command_docs_describe_every_argument() {
                 assert_eq!(complexity, "O(1)");
             }
             "RL.SETSTATE" => assert_eq!(names, ["key", "kind", "field", "unix-time-milliseconds"]),
+            "RL.MULTI" => assert_eq!(names, ["numkeys", "key", "now", "limit"]),
+            "RL.PEEK" => assert_eq!(names, ["key", "algorithm", "a", "b", "now", "n"]),
+            "RL.REFUND" => assert_eq!(names, ["key", "algorithm", "a", "b", "now", "n"]),
             "RL.SLIDINGLOG" => {
                 assert_eq!(names, ["key", "limit", "window", "now", "n"]);
                 assert_eq!(complexity, "O(L), L the calls logged within the window");

@@ -8,9 +8,9 @@ use super::{Verdict, ceil_div};
 /// The parameters of the window algorithms, already validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
-    /// Most units per window, >= 1.
+    /// Most units per window, 1..=MAX_UNITS.
     pub limit: u64,
-    /// Window length in microseconds, >= 1000.
+    /// Window length in microseconds, 1000..=MAX_SPAN_US.
     pub window_us: u64,
 }
 
@@ -20,6 +20,14 @@ pub struct State {
     pub last_us: u64,
     /// Units admitted in the window holding `last_us`.
     pub count: u64,
+}
+
+impl State {
+    /// A state some call could have stored: a count of 1 to the largest
+    /// limit (0 is an empty window: no key).
+    pub fn is_valid(&self) -> bool {
+        (1..=super::MAX_UNITS).contains(&self.count) && self.last_us <= super::MAX_TIME_US
+    }
 }
 
 /// Milliseconds, rounded up, from `from_us` to `to_us`.
@@ -32,40 +40,55 @@ pub(super) fn window_start(time_us: u64, window_us: u64) -> u64 {
     time_us - time_us % window_us
 }
 
-/// Counts `n` more units in the window holding `now_us` when they fit.
-/// A `now_us` before the last update counts as no time passed; `n == 0`
-/// only looks.
-pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
-    let w = params.window_us;
+/// The window as seen at `now_us`: the time (never before the last
+/// update) and the units counted in the window holding it.
+fn current(stored: Option<State>, now_us: u64, window_us: u64) -> State {
     let now_us = stored.map_or(now_us, |s| now_us.max(s.last_us));
-    let start = window_start(now_us, w);
     let count = match stored {
-        Some(s) if window_start(s.last_us, w) == start => s.count,
+        Some(s) if window_start(s.last_us, window_us) == window_start(now_us, window_us) => s.count,
         _ => 0,
     };
-    let to_end = ms_between(now_us, start.saturating_add(w));
-    let reset_after_ms = |count: u64| if count == 0 { 0 } else { to_end };
+    State { last_us: now_us, count }
+}
 
+/// Milliseconds until the window holding `now_us` ends, for a count; 0 for
+/// an empty window, which is fresh already.
+fn reset_after_ms(now: State, window_us: u64) -> u64 {
+    let end = window_start(now.last_us, window_us) + window_us;
+    if now.count == 0 { 0 } else { ms_between(now.last_us, end) }
+}
+
+/// Counts `n` more units in the window holding `now_us` when they fit.
+/// `n == 0` only looks.
+pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
+    let now = current(stored, now_us, params.window_us);
+    let remaining = params.limit.saturating_sub(now.count);
     if n > params.limit {
-        return Verdict::denied(params.limit.saturating_sub(count), -1, reset_after_ms(count));
+        return Verdict::never(remaining, reset_after_ms(now, params.window_us));
     }
-    let counted = count.saturating_add(n);
-    if counted > params.limit {
+    if now.count + n > params.limit {
         // The next window starts empty, and n <= limit fits there.
-        let retry_after_ms = i64::try_from(to_end).unwrap_or(i64::MAX);
-        return Verdict::denied(params.limit.saturating_sub(count), retry_after_ms, to_end);
+        let to_end = reset_after_ms(now, params.window_us);
+        return Verdict::denied(remaining, to_end, to_end);
     }
-    Verdict {
-        allowed: true,
-        remaining: params.limit - counted,
-        retry_after_ms: 0,
-        reset_after_ms: reset_after_ms(counted),
-        store: (n > 0).then_some(State { last_us: now_us, count: counted }),
-    }
+    let after = State { count: now.count + n, ..now };
+    let store = (n > 0).then_some(after);
+    Verdict::admitted(params.limit - after.count, reset_after_ms(after, params.window_us), store)
+}
+
+/// Uncounts up to `n` units of the current window; units counted in an
+/// earlier window are gone already.
+pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
+    let now = current(stored, now_us, params.window_us);
+    let after = State { count: now.count.saturating_sub(n), ..now };
+    let store = (stored.is_some() && n > 0).then_some(after);
+    let remaining = params.limit.saturating_sub(after.count);
+    Verdict::admitted(remaining, reset_after_ms(after, params.window_us), store)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_UNITS;
     use super::super::test_support::*;
     use super::*;
 
@@ -96,6 +119,28 @@ mod tests {
         let p = Params { limit: 4, window_us: SECOND };
         assert_eq!(reply(&decide(None, T0, &p, 0)), (true, 4, 0, 0));
         assert_eq!(reply(&decide(None, T0, &p, 5)), (false, 4, -1, 0));
+    }
+
+    #[test]
+    fn the_largest_limit_is_exact() {
+        let p = Params { limit: MAX_UNITS, window_us: SECOND };
+        let all = decide(None, T0 + 250_000, &p, MAX_UNITS);
+        assert_eq!(reply(&all), (true, 0, 0, 750));
+        assert_eq!(reply(&decide(all.store, T0 + 500_000, &p, 1)), (false, 0, 500, 500));
+        assert_eq!(reply(&decide(None, T0, &p, 1)), (true, MAX_UNITS - 1, 0, 1000));
+    }
+
+    #[test]
+    fn refund_uncounts_the_current_window_only() {
+        let p = Params { limit: 5, window_us: SECOND };
+        let s = decide(None, T0 + 100_000, &p, 4).store;
+        let v = refund(s, T0 + 200_000, &p, 1);
+        assert_eq!(reply(&v), (true, 2, 0, 800));
+        assert_eq!(v.store, Some(State { last_us: T0 + 200_000, count: 3 }));
+        // All of it, or more: an empty window, fresh.
+        assert_eq!(reply(&refund(s, T0 + 200_000, &p, 7)), (true, 5, 0, 0));
+        // After the window rolled there is nothing left to give back.
+        assert_eq!(reply(&refund(s, T0 + 1_200_000, &p, 2)), (true, 5, 0, 0));
     }
 
     #[test]

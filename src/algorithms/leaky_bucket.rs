@@ -14,9 +14,18 @@ pub use super::token_bucket::Params;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
     /// Units queued at `last_us`, in pico-units.
-    pub level: u64,
+    pub level: u128,
     /// Unix time of the last update, in microseconds.
     pub last_us: u64,
+}
+
+impl State {
+    /// A state some call could have stored: a queue no longer than the
+    /// largest capacity, and not empty (an empty queue is no key).
+    pub fn is_valid(&self) -> bool {
+        (1..=u128::from(super::MAX_UNITS) * PICO_PER_UNIT).contains(&self.level)
+            && self.last_us <= super::MAX_TIME_US
+    }
 }
 
 /// A verdict plus `delay_ms`: how long an admitted request waits for the
@@ -27,49 +36,61 @@ pub struct Throttle {
     pub delay_ms: u64,
 }
 
-/// Drains the queue to `now_us` and, when `n` more units fit, queues them.
-/// A missing key is an empty queue; a `now_us` before the last update counts
-/// as no time passed. `n == 0` only looks (its delay is the current wait).
-pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Throttle {
-    let full = params.capacity * PICO_PER_UNIT;
-    let (level, last_us) = match stored {
-        None => (0, now_us),
+/// The queue at `now_us`, drained. A missing key is an empty queue; a
+/// `now_us` before the last update counts as no time passed. A shrunk
+/// capacity leaves the queue as it is: it drains normally.
+fn drain(stored: Option<State>, now_us: u64, params: &Params) -> State {
+    match stored {
+        None => State { level: 0, last_us: now_us },
         Some(state) => {
             let now_us = now_us.max(state.last_us);
-            let drained = (now_us - state.last_us).saturating_mul(params.refill_per_us);
-            // A shrunk capacity leaves the queue as it is: it drains normally.
-            (state.level.saturating_sub(drained), now_us)
+            let level = state.level.saturating_sub(params.flow(state.last_us, now_us));
+            State { level, last_us: now_us }
         }
-    };
-    let free = |level: u64| full.saturating_sub(level) / PICO_PER_UNIT;
-    let denied = |retry_after_ms: i64| Throttle {
-        verdict: Verdict::denied(free(level), retry_after_ms, params.ms_for(level)),
-        delay_ms: 0,
-    };
+    }
+}
 
+/// Units that fit on top of `level`.
+fn free(params: &Params, level: u128) -> u64 {
+    (params.full().saturating_sub(level) / PICO_PER_UNIT) as u64
+}
+
+/// Drains the queue to `now_us` and, when `n` more units fit, queues them.
+/// `n == 0` only looks (its delay is the current wait).
+pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Throttle {
+    let State { level, last_us } = drain(stored, now_us, params);
+    let full = params.full();
+    let denied = |verdict: Verdict<State>| Throttle { verdict, delay_ms: 0 };
     if n > params.capacity {
-        return denied(-1);
+        return denied(Verdict::never(free(params, level), params.ms_for(level)));
     }
-    let wanted = n * PICO_PER_UNIT;
-    if level.saturating_add(wanted) > full {
-        let excess = level + wanted - full;
-        return denied(i64::try_from(params.ms_for(excess)).unwrap_or(i64::MAX));
+    let queued = level + u128::from(n) * PICO_PER_UNIT;
+    if queued > full {
+        let retry_after_ms = params.ms_for(queued - full);
+        return denied(Verdict::denied(free(params, level), retry_after_ms, params.ms_for(level)));
     }
-    let queued = level + wanted;
+    let store = (n > 0).then_some(State { level: queued, last_us });
     Throttle {
-        verdict: Verdict {
-            allowed: true,
-            remaining: free(queued),
-            retry_after_ms: 0,
-            reset_after_ms: params.ms_for(queued),
-            store: (n > 0).then_some(State { level: queued, last_us }),
-        },
+        verdict: Verdict::admitted(free(params, queued), params.ms_for(queued), store),
+        delay_ms: params.ms_for(level),
+    }
+}
+
+/// Takes `n` units off the queue, not below empty; the delay is then the
+/// wait of a request queued now. A missing key is an empty queue already.
+pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Throttle {
+    let State { level, last_us } = drain(stored, now_us, params);
+    let level = level.saturating_sub(u128::from(n) * PICO_PER_UNIT);
+    let store = (stored.is_some() && n > 0).then_some(State { level, last_us });
+    Throttle {
+        verdict: Verdict::admitted(free(params, level), params.ms_for(level), store),
         delay_ms: params.ms_for(level),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_UNITS;
     use super::super::test_support::*;
     use super::*;
     use proptest::prelude::*;
@@ -126,6 +147,29 @@ mod tests {
         let p = params(4, 1);
         let s = decide(None, T0, &p, 2).verdict.store;
         assert_eq!(reply(&decide(s, T0 - SECOND, &p, 1)), (true, 1, 0, 3000, 2000));
+    }
+
+    #[test]
+    fn the_largest_queue_is_exact() {
+        let p = params(MAX_UNITS, 10_000);
+        let all = decide(None, T0, &p, MAX_UNITS);
+        assert_eq!(reply(&all), (true, 0, 0, 900_719_925_474_100, 0));
+        let next = decide(all.verdict.store, T0, &p, 1);
+        assert_eq!(reply(&next), (false, 0, 1, 900_719_925_474_100, 0));
+        assert_eq!(reply(&decide(None, T0, &p, 1)), (true, MAX_UNITS - 1, 0, 1, 0));
+    }
+
+    #[test]
+    fn refund_shortens_the_queue() {
+        let p = params(4, 1);
+        let s = decide(None, T0, &p, 3).verdict.store;
+        // 3 - 0.5 drained - 2 = 0.5 queued.
+        let t = refund(s, T0 + 500_000, &p, 2);
+        assert_eq!(reply(&t), (true, 3, 0, 500, 500));
+        // Below empty: empty, so fresh.
+        assert_eq!(reply(&refund(s, T0, &p, 9)), (true, 4, 0, 0, 0));
+        let missing = refund(None, T0, &p, 1);
+        assert_eq!((reply(&missing), missing.verdict.store), ((true, 4, 0, 0, 0), None));
     }
 
     proptest! {

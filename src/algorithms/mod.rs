@@ -1,5 +1,9 @@
 //! The limiters' math: pure functions of (stored state, time, parameters, n).
 //! Nothing in here knows about Redis.
+//!
+//! Every number has a stated range (docs/commands.md), checked when a command
+//! is parsed, inside which all of the arithmetic below is exact: no result
+//! is ever saturated or wrapped into a different answer.
 
 pub mod fixed_window;
 pub mod leaky_bucket;
@@ -7,8 +11,22 @@ pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
 
-/// Fixed-point scale: one unit (token) is 10^12 pico-units.
-pub const PICO_PER_UNIT: u64 = 1_000_000_000_000;
+/// Fixed-point scale of the buckets: one unit (token) is 10^12 pico-units,
+/// so a rate kept to 10^-6 units/s refills a whole number of pico-units
+/// every microsecond.
+pub const PICO_PER_UNIT: u128 = 1_000_000_000_000;
+
+/// The most units a limit holds or a call takes: 2^53 - 1, exact in every
+/// client language (a JavaScript number, a double).
+pub const MAX_UNITS: u64 = (1 << 53) - 1;
+
+/// The latest time a call may give: 9999-12-31T23:59:59.999999Z.
+pub const MAX_TIME_US: u64 = 253_402_300_799_999_999;
+
+/// The longest window, and the longest time a bucket takes to refill or
+/// drain completely: 10^12 s (about 31,700 years). So every reply's
+/// milliseconds, at most two windows, stay below 2^53.
+pub const MAX_SPAN_US: u64 = 1_000_000_000_000_000_000;
 
 /// The outcome of one call, in the reply's terms, plus what to store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,19 +36,30 @@ pub struct Verdict<S> {
     pub remaining: u64,
     /// 0 when allowed, -1 when never, else milliseconds (rounded up).
     pub retry_after_ms: i64,
-    /// Milliseconds (rounded up) until the limiter is fresh again.
+    /// Milliseconds (rounded up) until the limiter is fresh again; 0 when it
+    /// is fresh, so a written state with 0 here is no state at all.
     pub reset_after_ms: u64,
-    /// The new state to write, or `None` to leave the key as it is.
+    /// The change to write, or `None` to leave the key as it is.
     pub store: Option<S>,
 }
 
 impl<S> Verdict<S> {
-    fn denied(remaining: u64, retry_after_ms: i64, reset_after_ms: u64) -> Self {
+    fn denied(remaining: u64, retry_after_ms: u64, reset_after_ms: u64) -> Self {
+        let retry_after_ms = i64::try_from(retry_after_ms).unwrap_or(i64::MAX);
         Verdict { allowed: false, remaining, retry_after_ms, reset_after_ms, store: None }
+    }
+
+    fn never(remaining: u64, reset_after_ms: u64) -> Self {
+        Verdict { retry_after_ms: -1, ..Self::denied(remaining, 0, reset_after_ms) }
+    }
+
+    /// An admitted call, or a refund: what is left after it.
+    fn admitted(remaining: u64, reset_after_ms: u64, store: Option<S>) -> Self {
+        Verdict { allowed: true, remaining, retry_after_ms: 0, reset_after_ms, store }
     }
 }
 
-/// `a / b` rounded up, saturated to `u64`.
+/// `a / b` rounded up; the ranges keep every quotient taken here in `u64`.
 fn ceil_div(a: u128, b: u128) -> u64 {
     u64::try_from(a.div_ceil(b)).unwrap_or(u64::MAX)
 }

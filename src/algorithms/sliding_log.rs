@@ -6,8 +6,8 @@
 //! the run before (0 for the first, whose time is `first_us`), then its
 //! count. A run of units a few milliseconds apart takes 3 to 4 bytes.
 
-use super::Verdict;
 use super::fixed_window::{Params, ms_between};
+use super::{MAX_TIME_US, MAX_UNITS, Verdict};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Log {
@@ -15,7 +15,7 @@ pub struct Log {
     pub first_us: u64,
     /// Time of the newest run, Unix microseconds (0 when empty).
     pub last_us: u64,
-    /// Units in all runs.
+    /// Units in all runs, at most MAX_UNITS.
     pub total: u64,
     /// The runs, encoded as above.
     pub runs: Vec<u8>,
@@ -30,6 +30,18 @@ pub struct Append {
     pub count: u64,
 }
 
+/// What a refund at `at_us` does to the log: drop the runs at or before
+/// `cutoff_us`, then the `count` newest units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removal {
+    pub cutoff_us: u64,
+    pub at_us: u64,
+    pub count: u64,
+}
+
+/// The most bytes one run takes: two varints of a `u64`.
+const RUN_BYTES: usize = 20;
+
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
@@ -38,11 +50,17 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-/// The varint at the start of `bytes` and its length; `None` if cut short.
+/// The varint at the start of `bytes` and its length; `None` if cut short
+/// or past 64 bits.
 fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = 0u64;
     for (i, &byte) in bytes.iter().enumerate().take(10) {
-        value |= u64::from(byte & 0x7f).checked_shl(7 * i as u32)?;
+        let bits = u64::from(byte & 0x7f);
+        let shifted = bits.checked_shl(7 * i as u32)?;
+        if shifted >> (7 * i as u32) != bits {
+            return None;
+        }
+        value |= shifted;
         if byte < 0x80 {
             return Some((value, i + 1));
         }
@@ -59,12 +77,15 @@ struct Run {
 }
 
 impl Log {
-    /// Builds a log from runs given oldest first; `None` when times go
-    /// backwards or a count is 0.
+    /// Builds a log from runs given oldest first; `None` unless the runs
+    /// are what calls could have logged: counts of at least 1 adding up to
+    /// at most MAX_UNITS, times that never go backwards, up to MAX_TIME_US.
     pub fn from_runs(runs: impl IntoIterator<Item = (u64, u64)>) -> Option<Log> {
         let mut log = Log::default();
         for (at_us, count) in runs {
-            if count == 0 || (log.total > 0 && at_us < log.last_us) {
+            let fits = log.total.checked_add(count).is_some_and(|total| total <= MAX_UNITS);
+            if count == 0 || !fits || at_us > MAX_TIME_US || (log.total > 0 && at_us < log.last_us)
+            {
                 return None;
             }
             log.push(at_us, count);
@@ -72,8 +93,28 @@ impl Log {
         Some(log)
     }
 
-    /// The runs, oldest first. Stops at the first malformed byte, so a
-    /// corrupt log reads as a shorter one instead of failing.
+    /// Decodes a stored log, refusing anything `from_runs` would not build
+    /// (and every byte of `runs` must belong to a run).
+    pub fn decode(first_us: u64, last_us: u64, total: u64, runs: &[u8]) -> Option<Log> {
+        let stored = Log { first_us, last_us, total, runs: runs.to_vec() };
+        let mut decoded = Vec::new();
+        let (mut position, mut at_us) = (0, first_us);
+        while position < runs.len() {
+            let run = stored.run_at(position, at_us)?;
+            if decoded.is_empty() && run.at_us != first_us {
+                return None;
+            }
+            decoded.push((run.at_us, run.count));
+            (position, at_us) = (run.end, run.at_us);
+        }
+        // Rebuilt from its runs, it must be the same log, byte for byte (a
+        // varint has one encoding).
+        let log = Log::from_runs(decoded)?;
+        let header = (log.first_us, log.last_us, log.total);
+        (header == (first_us, last_us, total) && log.runs == runs).then_some(log)
+    }
+
+    /// The runs, oldest first.
     pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let mut position = 0;
         let mut at_us = self.first_us;
@@ -99,12 +140,12 @@ impl Log {
     }
 
     fn push(&mut self, at_us: u64, count: u64) {
-        let delta = if self.total == 0 { 0 } else { at_us.saturating_sub(self.last_us) };
+        let delta = if self.total == 0 { 0 } else { at_us - self.last_us };
         if self.total == 0 {
             self.first_us = at_us;
         }
         // Grow by a quarter at a time, not double: the log is most of a key.
-        let needed = self.runs.len() + 20;
+        let needed = self.runs.len() + RUN_BYTES;
         if needed > self.runs.capacity() {
             let more = (self.runs.capacity() / 4).max(needed - self.runs.capacity());
             self.runs.reserve_exact(more);
@@ -112,19 +153,20 @@ impl Log {
         put_varint(&mut self.runs, delta);
         put_varint(&mut self.runs, count);
         self.last_us = at_us;
-        self.total = self.total.saturating_add(count);
+        self.total += count;
     }
 
-    /// Drops the runs at or before `cutoff_us`, then adds the new units.
-    pub fn apply(&mut self, append: Append) {
+    /// Drops the runs at or before `cutoff_us`, and gives memory back when
+    /// that leaves most of it unused.
+    fn trim(&mut self, cutoff_us: u64) {
         let (mut position, mut at_us) = (0, self.first_us);
         let mut first_live = None;
         while let Some(run) = self.run_at(position, at_us) {
-            if run.at_us > append.cutoff_us {
+            if run.at_us > cutoff_us {
                 first_live = Some(run);
                 break;
             }
-            self.total = self.total.saturating_sub(run.count);
+            self.total -= run.count;
             (position, at_us) = (run.end, run.at_us);
         }
         match first_live {
@@ -138,49 +180,101 @@ impl Log {
                 (self.first_us, self.last_us, self.total) = (0, 0, 0);
             }
         }
+        // Room for one more run stays, so the next append does not grow it.
+        let keep = self.runs.len() + RUN_BYTES;
+        if self.runs.capacity() > 2 * keep {
+            self.runs.shrink_to(keep);
+        }
+    }
+
+    /// An admitted call: drops what left the window, logs the new units.
+    pub fn apply(&mut self, append: Append) {
+        self.trim(append.cutoff_us);
         self.push(append.at_us, append.count);
     }
+
+    /// A refund: drops what left the window, then the newest units.
+    pub fn remove(&mut self, removal: Removal) {
+        self.trim(removal.cutoff_us);
+        let mut keep = self.total.saturating_sub(removal.count);
+        let runs: Vec<(u64, u64)> = self
+            .runs()
+            .map_while(|(at_us, count)| {
+                let kept = count.min(keep);
+                keep -= kept;
+                (kept > 0).then_some((at_us, kept))
+            })
+            .collect();
+        // A prefix of valid runs is valid: rebuilt, with memory to match.
+        *self = Log::from_runs(runs).unwrap_or_default();
+    }
+}
+
+/// A missing key: a log with nothing in it.
+const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() };
+
+/// The log at `now_us` (never before its newest run): the window's
+/// cutoff, and the units still in the window.
+fn live(log: &Log, now_us: u64, params: &Params) -> (u64, u64, u64) {
+    let now_us = now_us.max(log.last_us);
+    let cutoff_us = now_us.saturating_sub(params.window_us);
+    let gone: u64 = log.runs().take_while(|&(at, _)| at <= cutoff_us).map(|(_, c)| c).sum();
+    (now_us, cutoff_us, log.total - gone)
+}
+
+/// Milliseconds until the unit logged at `at_us` leaves the window.
+fn leaves_at(now_us: u64, at_us: u64, params: &Params) -> u64 {
+    ms_between(now_us, at_us + params.window_us)
+}
+
+/// The time of the unit that leaves the window `k`-th (from 1), counting
+/// only units after `cutoff_us`.
+fn kth_live(log: &Log, cutoff_us: u64, k: u64) -> Option<u64> {
+    let mut seen = 0;
+    log.runs().filter(|&(at, _)| at > cutoff_us).find_map(|(at, count)| {
+        seen += count;
+        (seen >= k).then_some(at)
+    })
 }
 
 /// Admits `n` units at `now_us` when the units still in the window leave
 /// room. A `now_us` before the newest run counts as no time passed; `n == 0`
 /// only looks.
 pub fn decide(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdict<Append> {
-    let empty = Log::default();
-    let log = log.unwrap_or(&empty);
-    let now_us = now_us.max(log.last_us);
-    let cutoff_us = now_us.saturating_sub(params.window_us);
-    let gone: u64 = log.runs().take_while(|&(at, _)| at <= cutoff_us).map(|(_, c)| c).sum();
-    let count = log.total.saturating_sub(gone);
+    let log = log.unwrap_or(EMPTY);
+    let (now_us, cutoff_us, count) = live(log, now_us, params);
     let limit = params.limit;
-    let leaves_at = |at_us: u64| ms_between(now_us, at_us.saturating_add(params.window_us));
-    let reset_after_ms = if count == 0 { 0 } else { leaves_at(log.last_us) };
+    let reset_after_ms = if count == 0 { 0 } else { leaves_at(now_us, log.last_us, params) };
+    let remaining = limit.saturating_sub(count);
 
     if n > limit {
-        return Verdict::denied(limit.saturating_sub(count), -1, reset_after_ms);
+        return Verdict::never(remaining, reset_after_ms);
     }
-    if count.saturating_add(n) > limit {
+    if count + n > limit {
         // Wait for the oldest units to leave until n fit.
         let must_leave = count + n - limit;
-        let mut left = 0;
-        let retry = log
-            .runs()
-            .filter(|&(at, _)| at > cutoff_us)
-            .find(|&(_, c)| {
-                left += c;
-                left >= must_leave
-            })
-            .map_or(reset_after_ms, |(at, _)| leaves_at(at));
-        let retry_after_ms = i64::try_from(retry).unwrap_or(i64::MAX);
-        return Verdict::denied(limit - count.min(limit), retry_after_ms, reset_after_ms);
+        let retry = kth_live(log, cutoff_us, must_leave)
+            .map_or(reset_after_ms, |at| leaves_at(now_us, at, params));
+        return Verdict::denied(remaining, retry, reset_after_ms);
     }
-    Verdict {
-        allowed: true,
-        remaining: limit - count - n,
-        retry_after_ms: 0,
-        reset_after_ms: if n > 0 { leaves_at(now_us) } else { reset_after_ms },
-        store: (n > 0).then_some(Append { cutoff_us, at_us: now_us, count: n }),
-    }
+    let reset_after_ms = if n > 0 { leaves_at(now_us, now_us, params) } else { reset_after_ms };
+    let store = (n > 0).then_some(Append { cutoff_us, at_us: now_us, count: n });
+    Verdict::admitted(remaining - n, reset_after_ms, store)
+}
+
+/// Takes back the `n` newest units still in the window.
+pub fn refund(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdict<Removal> {
+    let Some(log) = log else {
+        return Verdict::admitted(params.limit, 0, None);
+    };
+    let (now_us, cutoff_us, count) = live(log, now_us, params);
+    let left = count.saturating_sub(n);
+    // The newest unit left is the `left`-th oldest one.
+    let reset_after_ms = kth_live(log, cutoff_us, left)
+        .filter(|_| left > 0)
+        .map_or(0, |at| leaves_at(now_us, at, params));
+    let store = (n > 0).then_some(Removal { cutoff_us, at_us: now_us, count: n });
+    Verdict::admitted(params.limit.saturating_sub(left), reset_after_ms, store)
 }
 
 #[cfg(test)]
@@ -258,6 +352,81 @@ mod tests {
         let log = log.unwrap();
         let bytes = std::mem::size_of::<Log>() + log.heap_bytes();
         assert!(bytes <= 8000, "{bytes} bytes for 1000 units");
+    }
+
+    #[test]
+    fn the_largest_limit_is_exact() {
+        let p = Params { limit: MAX_UNITS, window_us: SECOND };
+        let mut log = None;
+        assert_eq!(run(&mut log, T0, &p, MAX_UNITS), (true, 0, 0, 1000));
+        assert_eq!(run(&mut log, T0 + 1000, &p, 1), (false, 0, 999, 999));
+        assert_eq!(run(&mut log, T0 + 500_000, &p, 1), (false, 0, 500, 500));
+        assert_eq!(run(&mut log, T0 + SECOND, &p, MAX_UNITS), (true, 0, 0, 1000));
+        assert_eq!(log.unwrap().runs().collect::<Vec<_>>(), [(T0 + SECOND, MAX_UNITS)]);
+    }
+
+    #[test]
+    fn refund_removes_the_newest_units() {
+        let p = Params { limit: 5, window_us: SECOND };
+        let mut log = None;
+        run(&mut log, T0, &p, 2);
+        run(&mut log, T0 + 100_000, &p, 2);
+        let mut log = log.unwrap();
+        let v = refund(Some(&log), T0 + 200_000, &p, 3);
+        // One unit of T0 is left: it leaves at T0 + 1 s.
+        assert_eq!(reply(&v), (true, 4, 0, 800));
+        log.remove(v.store.unwrap());
+        assert_eq!(log.runs().collect::<Vec<_>>(), [(T0, 1)]);
+        assert_eq!((log.first_us, log.last_us, log.total), (T0, T0, 1));
+        // More than is left: empty, fresh.
+        let v = refund(Some(&log), T0 + 200_000, &p, 9);
+        assert_eq!(reply(&v), (true, 5, 0, 0));
+        log.remove(v.store.unwrap());
+        assert_eq!(log, Log::default());
+        assert_eq!(reply(&refund(None, T0, &p, 1)), (true, 5, 0, 0));
+    }
+
+    #[test]
+    fn a_trimmed_log_gives_its_memory_back() {
+        let p = Params { limit: 100_000, window_us: SECOND };
+        let mut log = None;
+        for i in 0..100_000 {
+            run(&mut log, T0 + i * 5, &p, 1);
+        }
+        assert!(log.as_ref().unwrap().heap_bytes() > 100_000);
+        run(&mut log, T0 + 5 * SECOND, &p, 1);
+        let mut fresh = None;
+        run(&mut fresh, T0 + 5 * SECOND, &p, 1);
+        assert_eq!(log.unwrap().heap_bytes(), fresh.unwrap().heap_bytes());
+    }
+
+    #[test]
+    fn decode_takes_only_what_calls_could_log() {
+        let log = Log::from_runs([(T0, 2), (T0 + 5, 1)]).unwrap();
+        let header = (log.first_us, log.last_us, log.total);
+        let decode = |(first, last, total): (u64, u64, u64), runs: &[u8]| {
+            Log::decode(first, last, total, runs)
+        };
+        assert_eq!(decode(header, &log.runs), Some(log.clone()));
+        assert_eq!(decode((0, 0, 0), &[]), Some(Log::default()));
+        for (header, runs) in [
+            ((T0, T0 + 5, 4), &log.runs[..]),           // total does not add up
+            ((T0, T0 + 6, 3), &log.runs[..]),           // last does not match
+            ((T0 - 1, T0 + 5, 3), &log.runs[..]),       // first does not match
+            ((T0, T0 + 5, 3), &[0, 2, 5, 1, 0][..]),    // a trailing byte
+            ((T0, T0 + 5, 3), &[0, 2, 5][..]),          // cut short
+            ((T0, T0 + 5, 3), &[0, 2, 5, 0x80][..]),    // a malformed varint
+            ((T0, T0, 2), &[0, 2, 0, 0][..]),           // a count of 0
+            ((T0, T0 + 5, 3), &[1, 2, 4, 1][..]),       // the first delta is not 0
+            ((T0, T0 + 5, 3), &[0x80, 0, 2, 5, 1][..]), // a varint not in its shortest form
+            ((0, 0, MAX_UNITS + 1), &[0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10][..]),
+        ] {
+            assert_eq!(decode(header, runs), None, "{header:?} {runs:?}");
+        }
+        let too_late = Log::from_runs([(MAX_TIME_US + 1, 1)]);
+        assert_eq!(too_late, None);
+        assert_eq!(Log::from_runs([(T0, MAX_UNITS), (T0, 1)]), None);
+        assert_eq!(Log::from_runs([(T0, 1), (T0 - 1, 1)]), None);
     }
 
     proptest! {

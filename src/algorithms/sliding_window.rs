@@ -19,7 +19,31 @@ pub struct State {
     pub current: u64,
 }
 
-/// The counts as seen from a time `elapsed_us` into its window.
+impl State {
+    /// A state some call could have stored: counts up to the largest limit,
+    /// not both 0 (that is fresh: no key).
+    pub fn is_valid(&self) -> bool {
+        self.previous <= super::MAX_UNITS
+            && self.current <= super::MAX_UNITS
+            && self.previous + self.current > 0
+            && self.last_us <= super::MAX_TIME_US
+    }
+
+    /// The counts as seen from `now_us` (never before the last update):
+    /// rolled forward by the windows that began since.
+    fn at(stored: Option<State>, now_us: u64, window_us: u64) -> State {
+        let now_us = stored.map_or(now_us, |s| now_us.max(s.last_us));
+        let start = window_start(now_us, window_us);
+        let (previous, current) = match stored.map(|s| (s, window_start(s.last_us, window_us))) {
+            Some((s, last_start)) if last_start == start => (s.previous, s.current),
+            Some((s, last_start)) if last_start + window_us == start => (s.current, 0),
+            _ => (0, 0),
+        };
+        State { last_us: now_us, previous, current }
+    }
+}
+
+/// The counts at a time `elapsed_us` into its window, for the estimate.
 struct Counts {
     previous: u128,
     current: u128,
@@ -28,6 +52,15 @@ struct Counts {
 }
 
 impl Counts {
+    fn new(state: State, window_us: u64) -> Counts {
+        Counts {
+            previous: u128::from(state.previous),
+            current: u128::from(state.current),
+            elapsed_us: u128::from(state.last_us - window_start(state.last_us, window_us)),
+            window_us: u128::from(window_us),
+        }
+    }
+
     /// estimate * window.
     fn scaled_estimate(&self, extra: u64) -> u128 {
         self.previous * (self.window_us - self.elapsed_us)
@@ -37,7 +70,7 @@ impl Counts {
     /// floor(limit - estimate), at least 0.
     fn remaining(&self, limit: u64) -> u64 {
         let room = (u128::from(limit) * self.window_us).saturating_sub(self.scaled_estimate(0));
-        u64::try_from(room / self.window_us).unwrap_or(u64::MAX)
+        (room / self.window_us) as u64
     }
 
     /// The shortest wait in microseconds after which `n <= limit` more
@@ -49,7 +82,7 @@ impl Counts {
         // Within this window: previous * (to_edge - wait) <= (limit - current - n) * w.
         if let Some(slack) = limit.checked_sub(self.current + n) {
             let excess = (self.previous * to_edge).saturating_sub(slack * w);
-            let wait = ceil_div(excess, self.previous.max(1)) as u128;
+            let wait = u128::from(ceil_div(excess, self.previous.max(1)));
             if wait < to_edge {
                 return wait;
             }
@@ -57,57 +90,61 @@ impl Counts {
         // In the next window, `current` becomes the weighted one:
         // current * (w - into_next) <= (limit - n) * w.
         let excess = (self.current * w).saturating_sub((limit - n) * w);
-        to_edge + ceil_div(excess, self.current.max(1)) as u128
+        to_edge + u128::from(ceil_div(excess, self.current.max(1)))
+    }
+}
+
+/// Milliseconds until both counts have slid out: the end of this window
+/// when only the previous one counts, of the next when the current does.
+fn reset_after_ms(state: State, window_us: u64) -> u64 {
+    let end = window_start(state.last_us, window_us) + window_us;
+    match (state.previous, state.current) {
+        (0, 0) => 0,
+        (_, 0) => ms_between(state.last_us, end),
+        _ => ms_between(state.last_us, end + window_us),
     }
 }
 
 /// Counts `n` more units at `now_us` when the estimate leaves room for them.
-/// A `now_us` before the last update counts as no time passed; `n == 0`
-/// only looks.
+/// `n == 0` only looks.
 pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
-    let w = params.window_us;
-    let now_us = stored.map_or(now_us, |s| now_us.max(s.last_us));
-    let window_start = window_start(now_us, w);
-    let (previous, current) = match stored.map(|s| (s, self::window_start(s.last_us, w))) {
-        Some((s, start)) if start == window_start => (s.previous, s.current),
-        Some((s, start)) if start.saturating_add(w) == window_start => (s.current, 0),
-        _ => (0, 0),
-    };
-    let counts = Counts {
-        previous: u128::from(previous),
-        current: u128::from(current),
-        elapsed_us: u128::from(now_us - window_start),
-        window_us: u128::from(w),
-    };
-    let to_edge = window_start.saturating_add(w);
-    let reset_after_ms = |current: u64| match (previous, current) {
-        (0, 0) => 0,
-        (_, 0) => ms_between(now_us, to_edge),
-        _ => ms_between(now_us, to_edge.saturating_add(w)),
-    };
-    let limit = params.limit;
-
+    let (limit, w) = (params.limit, params.window_us);
+    let now = State::at(stored, now_us, w);
+    let counts = Counts::new(now, w);
     if n > limit {
-        return Verdict::denied(counts.remaining(limit), -1, reset_after_ms(current));
+        return Verdict::never(counts.remaining(limit), reset_after_ms(now, w));
     }
     if counts.scaled_estimate(n) > u128::from(limit) * counts.window_us {
-        let wait_ms = ceil_div(counts.wait_for(limit, n), 1000);
-        let retry_after_ms = i64::try_from(wait_ms).unwrap_or(i64::MAX);
-        return Verdict::denied(counts.remaining(limit), retry_after_ms, reset_after_ms(current));
+        let retry_after_ms = ceil_div(counts.wait_for(limit, n), 1000);
+        return Verdict::denied(counts.remaining(limit), retry_after_ms, reset_after_ms(now, w));
     }
-    let current = current + n;
-    let after = Counts { current: u128::from(current), ..counts };
-    Verdict {
-        allowed: true,
-        remaining: after.remaining(limit),
-        retry_after_ms: 0,
-        reset_after_ms: reset_after_ms(current),
-        store: (n > 0).then_some(State { last_us: now_us, previous, current }),
-    }
+    let after = State { current: now.current + n, ..now };
+    let store = (n > 0).then_some(after);
+    Verdict::admitted(Counts::new(after, w).remaining(limit), reset_after_ms(after, w), store)
+}
+
+/// Uncounts up to `n` units: the current window's first, then the
+/// previous one's.
+pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
+    let w = params.window_us;
+    let now = State::at(stored, now_us, w);
+    let from_current = n.min(now.current);
+    let after = State {
+        current: now.current - from_current,
+        previous: now.previous.saturating_sub(n - from_current),
+        ..now
+    };
+    let store = (stored.is_some() && n > 0).then_some(after);
+    Verdict::admitted(
+        Counts::new(after, w).remaining(params.limit),
+        reset_after_ms(after, w),
+        store,
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_UNITS;
     use super::super::test_support::*;
     use super::*;
     use proptest::prelude::*;
@@ -151,6 +188,31 @@ mod tests {
         assert_eq!(reply(&decide(None, T0, &p, 0)), (true, 4, 0, 0));
         assert_eq!(reply(&decide(None, T0, &p, 5)), (false, 4, -1, 0));
         assert_eq!(decide(None, T0, &p, 0).store, None);
+    }
+
+    #[test]
+    fn the_largest_limit_is_exact() {
+        let p = Params { limit: MAX_UNITS, window_us: 10 * SECOND };
+        let all = decide(None, T0 + 5 * SECOND, &p, MAX_UNITS);
+        assert_eq!(reply(&all), (true, 0, 0, 15_000));
+        // Half a window later half of them still weigh: 1 unit fits once
+        // (2^53 - 1) * (1 - e) <= 2^53 - 2, e = 1 / (2^53 - 1) of 10 s.
+        let next = decide(all.store, T0 + 10 * SECOND, &p, 1);
+        assert_eq!(reply(&next), (false, 0, 1, 10_000));
+        assert_eq!(reply(&decide(None, T0, &p, 1)), (true, MAX_UNITS - 1, 0, 20_000));
+    }
+
+    #[test]
+    fn refund_takes_from_the_current_window_first() {
+        let p = Params { limit: 10, window_us: 10 * SECOND };
+        let s = decide(None, T0 + 5 * SECOND, &p, 8).store;
+        let s = decide(s, T0 + 12_500_000, &p, 2).store;
+        // 3 back: the current window's 2, then 1 of the previous window's 8.
+        let v = refund(s, T0 + 12_500_000, &p, 3);
+        assert_eq!(v.store, Some(State { last_us: T0 + 12_500_000, previous: 7, current: 0 }));
+        // 7 * 0.75 = 5.25 weigh: 4 remain; fresh at the end of this window.
+        assert_eq!(reply(&v), (true, 4, 0, 7500));
+        assert_eq!(reply(&refund(s, T0 + 12_500_000, &p, 10)), (true, 10, 0, 0));
     }
 
     proptest! {

@@ -7,18 +7,17 @@
 //! Time is integer microseconds and tokens are integer pico-tokens (1e-12),
 //! so a rate given to the micro-token per second refills an exact integer
 //! number of pico-tokens every microsecond: no rounding ever accumulates.
+//! Up to 2^53 - 1 tokens that is 96 bits: the math runs in `u128`.
 
 use super::{PICO_PER_UNIT, Verdict, ceil_div};
 
-/// The largest capacity whose pico-token count fits in a `u64`.
-pub const MAX_CAPACITY: u64 = u64::MAX / PICO_PER_UNIT;
-
-/// The parameters of one call, already validated.
+/// The parameters of one call, already validated: capacity in 1..=MAX_UNITS,
+/// rate in 1..=10^18 micro-units per second, capacity / rate <= MAX_SPAN_US.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
-    /// Most tokens the bucket holds, 1..=MAX_CAPACITY.
+    /// Most tokens the bucket holds.
     pub capacity: u64,
-    /// Refill in pico-tokens per microsecond (= micro-tokens per second), >= 1.
+    /// Refill in pico-tokens per microsecond (= micro-tokens per second).
     pub refill_per_us: u64,
 }
 
@@ -26,61 +25,81 @@ pub struct Params {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
     /// Tokens held at `last_us`, in pico-tokens.
-    pub tokens: u64,
+    pub tokens: u128,
     /// Unix time of the last update, in microseconds.
     pub last_us: u64,
 }
 
 impl Params {
-    fn full(&self) -> u64 {
-        self.capacity * PICO_PER_UNIT
+    pub(super) fn full(&self) -> u128 {
+        u128::from(self.capacity) * PICO_PER_UNIT
     }
 
     /// Milliseconds, rounded up, for `pico` pico-units to flow at the rate.
-    pub(super) fn ms_for(&self, pico: u64) -> u64 {
-        ceil_div(u128::from(pico), u128::from(self.refill_per_us) * 1000)
+    pub(super) fn ms_for(&self, pico: u128) -> u64 {
+        ceil_div(pico, u128::from(self.refill_per_us) * 1000)
+    }
+
+    /// Pico-units that flow from `from_us` to `to_us`.
+    pub(super) fn flow(&self, from_us: u64, to_us: u64) -> u128 {
+        u128::from(to_us - from_us) * u128::from(self.refill_per_us)
+    }
+}
+
+impl State {
+    /// A state some call could have stored: at most a full bucket of the
+    /// largest capacity, at a time a call may give.
+    pub fn is_valid(&self) -> bool {
+        self.tokens <= u128::from(super::MAX_UNITS) * PICO_PER_UNIT
+            && self.last_us <= super::MAX_TIME_US
+    }
+}
+
+/// The bucket at `now_us`: refilled, clamped to the capacity. A missing key
+/// is a full bucket; a `now_us` before the last update counts as no time.
+fn refill(stored: Option<State>, now_us: u64, params: &Params) -> State {
+    match stored {
+        None => State { tokens: params.full(), last_us: now_us },
+        Some(state) => {
+            let now_us = now_us.max(state.last_us);
+            let tokens = state.tokens + params.flow(state.last_us, now_us);
+            State { tokens: tokens.min(params.full()), last_us: now_us }
+        }
     }
 }
 
 /// Refills the bucket to `now_us` and, when `n` tokens are there, takes them.
-/// A missing key is a full bucket; a `now_us` before the last update counts
-/// as no time passed. `n == 0` only looks.
+/// `n == 0` only looks.
 pub fn decide(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
+    let State { tokens, last_us } = refill(stored, now_us, params);
     let full = params.full();
-    let (tokens, last_us) = match stored {
-        None => (full, now_us),
-        Some(state) => {
-            let now_us = now_us.max(state.last_us);
-            let refill = (now_us - state.last_us).saturating_mul(params.refill_per_us);
-            (full.min(state.tokens.saturating_add(refill)), now_us)
-        }
-    };
-    let reset_after_ms = |tokens: u64| params.ms_for(full - tokens);
-
+    let whole = |tokens: u128| (tokens / PICO_PER_UNIT) as u64;
     if n > params.capacity {
-        return Verdict::denied(tokens / PICO_PER_UNIT, -1, reset_after_ms(tokens));
+        return Verdict::never(whole(tokens), params.ms_for(full - tokens));
     }
-    let wanted = n * PICO_PER_UNIT;
+    let wanted = u128::from(n) * PICO_PER_UNIT;
     if tokens < wanted {
         let retry_after_ms = params.ms_for(wanted - tokens);
-        return Verdict::denied(
-            tokens / PICO_PER_UNIT,
-            i64::try_from(retry_after_ms).unwrap_or(i64::MAX),
-            reset_after_ms(tokens),
-        );
+        return Verdict::denied(whole(tokens), retry_after_ms, params.ms_for(full - tokens));
     }
     let left = tokens - wanted;
-    Verdict {
-        allowed: true,
-        remaining: left / PICO_PER_UNIT,
-        retry_after_ms: 0,
-        reset_after_ms: reset_after_ms(left),
-        store: (n > 0).then_some(State { tokens: left, last_us }),
-    }
+    let store = (n > 0).then_some(State { tokens: left, last_us });
+    Verdict::admitted(whole(left), params.ms_for(full - left), store)
+}
+
+/// Gives `n` tokens back, up to a full bucket. A missing key is full
+/// already: nothing to give back, nothing stored.
+pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Verdict<State> {
+    let State { tokens, last_us } = refill(stored, now_us, params);
+    let full = params.full();
+    let tokens = (tokens + u128::from(n) * PICO_PER_UNIT).min(full);
+    let store = (stored.is_some() && n > 0).then_some(State { tokens, last_us });
+    Verdict::admitted((tokens / PICO_PER_UNIT) as u64, params.ms_for(full - tokens), store)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_UNITS;
     use super::super::test_support::*;
     use super::*;
     use proptest::prelude::*;
@@ -147,18 +166,39 @@ mod tests {
         // 0.000003 tokens/s is 3 pico-tokens per microsecond.
         let p = Params { capacity: 1, refill_per_us: 3 };
         let s = decide(None, T0, &p, 1).store;
-        let one_token_us = PICO_PER_UNIT / 3 + 1; // 333_333.34 s, rounded up
+        let one_token_us = (PICO_PER_UNIT / 3 + 1) as u64; // 333_333.34 s, rounded up
         assert!(!decide(s, T0 + one_token_us - 1, &p, 1).allowed);
         assert!(decide(s, T0 + one_token_us, &p, 1).allowed);
         assert_eq!(decide(s, T0, &p, 1).retry_after_ms, 333_333_334);
     }
 
     #[test]
-    fn huge_values_saturate() {
-        let p = Params { capacity: MAX_CAPACITY, refill_per_us: u64::MAX };
-        let s = Some(State { tokens: 0, last_us: 0 });
-        let v = decide(s, u64::MAX, &p, MAX_CAPACITY);
-        assert_eq!(reply(&v), (true, 0, 0, 1));
+    fn the_largest_bucket_is_exact() {
+        // 2^53 - 1 tokens at 10,000/s: the slowest rate that refills it
+        // within MAX_SPAN_US.
+        let p = params(MAX_UNITS, 10_000);
+        let all = decide(None, T0, &p, MAX_UNITS);
+        assert_eq!(reply(&all), (true, 0, 0, 900_719_925_474_100));
+        assert_eq!(reply(&decide(all.store, T0, &p, 1)), (false, 0, 1, 900_719_925_474_100));
+        assert_eq!(reply(&decide(None, T0, &p, 1)), (true, MAX_UNITS - 1, 0, 1));
+        assert_eq!(reply(&decide(None, T0, &p, MAX_UNITS + 1)), (false, MAX_UNITS, -1, 0));
+    }
+
+    #[test]
+    fn refund_gives_tokens_back_up_to_full() {
+        let p = params(10, 1);
+        let s = decide(None, T0, &p, 6).store;
+        let v = refund(s, T0 + 500_000, &p, 2);
+        // 4 + 0.5 refilled + 2 = 6.5 tokens.
+        assert_eq!(reply(&v), (true, 6, 0, 3500));
+        assert_eq!(v.store, Some(State { tokens: 6_500_000_000_000, last_us: T0 + 500_000 }));
+        // More than was taken: full, so fresh (reset 0).
+        assert_eq!(reply(&refund(s, T0, &p, 100)), (true, 10, 0, 0));
+        // A missing key: full already, nothing to store.
+        let missing = refund(None, T0, &p, 3);
+        assert_eq!((reply(&missing), missing.store), ((true, 10, 0, 0), None));
+        // n = 0 only looks.
+        assert_eq!(refund(s, T0, &p, 0).store, None);
     }
 
     proptest! {

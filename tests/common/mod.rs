@@ -11,13 +11,16 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-/// Every command of the module.
-pub const COMMANDS: [&str; 6] = [
+/// Every command of the module: the five algorithms' own first.
+pub const COMMANDS: [&str; 9] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
     "RL.SLIDINGWINDOW",
     "RL.SLIDINGLOG",
+    "RL.MULTI",
+    "RL.PEEK",
+    "RL.REFUND",
     "RL.SETSTATE",
 ];
 

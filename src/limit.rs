@@ -1,0 +1,186 @@
+//! One limit: an algorithm and its two parameters (`ALGORITHM a b`, or a
+//! command's own `a b`). It decides, refunds and says what to write, for
+//! the single-key commands, RL.MULTI, RL.PEEK and RL.REFUND alike. Pure:
+//! the glue reads the key before and writes it after.
+
+use std::ffi::CStr;
+
+use crate::algorithms::sliding_log::{Append, Removal};
+use crate::algorithms::{
+    Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
+};
+use crate::error::Error;
+use crate::state::{Fixed, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    TokenBucket,
+    LeakyBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ];
+
+    /// Its name in a limit spec, in RL.SETSTATE, and after `RL.`.
+    pub fn name(self) -> &'static CStr {
+        match self {
+            Algorithm::TokenBucket => c"TOKENBUCKET",
+            Algorithm::LeakyBucket => c"LEAKYBUCKET",
+            Algorithm::FixedWindow => c"FIXEDWINDOW",
+            Algorithm::SlidingWindow => c"SLIDINGWINDOW",
+            Algorithm::SlidingLog => c"SLIDINGLOG",
+        }
+    }
+
+    /// The algorithm named `name`, in any case.
+    pub fn named(name: &[u8]) -> Option<Algorithm> {
+        Self::ALL.into_iter().find(|a| name.eq_ignore_ascii_case(a.name().to_bytes()))
+    }
+
+    /// Whether its parameters are `capacity rate` (else `limit window`).
+    pub fn is_bucket(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
+    }
+}
+
+/// A limit with validated parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub algorithm: Algorithm,
+    /// The capacity or limit: the reply's third field.
+    pub size: u64,
+    /// The refill in pico-units per microsecond, or the window in microseconds.
+    pub per: u64,
+}
+
+/// A limit's reply: `[allowed, remaining, limit, retry_after_ms,
+/// reset_after_ms]`, and `delay_ms` for the leaky bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fields {
+    pub allowed: bool,
+    pub remaining: u64,
+    pub limit: u64,
+    pub retry_after_ms: i64,
+    pub reset_after_ms: u64,
+    pub delay_ms: Option<u64>,
+}
+
+/// What a call changes in its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Write this state (a fresh one, `reset_after_ms` 0, deletes the key).
+    Put(Fixed),
+    /// Log units in the sliding log.
+    Append(Append),
+    /// Take units out of the sliding log.
+    Remove(Removal),
+}
+
+/// A limit's answer: its reply, and the change to make if the call goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub fields: Fields,
+    pub change: Option<Change>,
+}
+
+/// Take `n` units, or give them back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Take,
+    Refund,
+}
+
+/// The key's state when it is a `Fixed::$variant`: `None` for a missing
+/// key, `WRONGTYPE` for another algorithm's.
+macro_rules! stored {
+    ($value:expr, $variant:ident) => {
+        match $value {
+            None => None,
+            Some(Value::Fixed(Fixed::$variant(state))) => Some(state),
+            Some(_) => return Err(Error::WrongType),
+        }
+    };
+}
+
+impl Limit {
+    fn bucket(&self) -> token_bucket::Params {
+        token_bucket::Params { capacity: self.size, refill_per_us: self.per }
+    }
+
+    fn window(&self) -> fixed_window::Params {
+        fixed_window::Params { limit: self.size, window_us: self.per }
+    }
+
+    /// Applies `op` for `n` units at `now_us` to the key's state `value`.
+    pub fn run(&self, op: Op, value: Option<Value>, now_us: u64, n: u64) -> Result<Outcome, Error> {
+        let take = op == Op::Take;
+        Ok(match self.algorithm {
+            Algorithm::TokenBucket => {
+                let run = if take { token_bucket::decide } else { token_bucket::refund };
+                let verdict = run(stored!(value, TokenBucket), now_us, &self.bucket(), n);
+                self.outcome(verdict, None, |s| Change::Put(Fixed::TokenBucket(s)))
+            }
+            Algorithm::LeakyBucket => {
+                let run = if take { leaky_bucket::decide } else { leaky_bucket::refund };
+                let throttle = run(stored!(value, LeakyBucket), now_us, &self.bucket(), n);
+                self.outcome(throttle.verdict, Some(throttle.delay_ms), |s| {
+                    Change::Put(Fixed::LeakyBucket(s))
+                })
+            }
+            Algorithm::FixedWindow => {
+                let run = if take { fixed_window::decide } else { fixed_window::refund };
+                let verdict = run(stored!(value, FixedWindow), now_us, &self.window(), n);
+                self.outcome(verdict, None, |s| Change::Put(Fixed::FixedWindow(s)))
+            }
+            Algorithm::SlidingWindow => {
+                let run = if take { sliding_window::decide } else { sliding_window::refund };
+                let verdict = run(stored!(value, SlidingWindow), now_us, &self.window(), n);
+                self.outcome(verdict, None, |s| Change::Put(Fixed::SlidingWindow(s)))
+            }
+            Algorithm::SlidingLog => {
+                let log = match value {
+                    None => None,
+                    Some(Value::Log(log)) => Some(log),
+                    Some(_) => return Err(Error::WrongType),
+                };
+                let window = self.window();
+                match op {
+                    Op::Take => {
+                        let verdict = sliding_log::decide(log, now_us, &window, n);
+                        self.outcome(verdict, None, Change::Append)
+                    }
+                    Op::Refund => {
+                        let verdict = sliding_log::refund(log, now_us, &window, n);
+                        self.outcome(verdict, None, Change::Remove)
+                    }
+                }
+            }
+        })
+    }
+
+    fn outcome<S>(
+        &self,
+        verdict: Verdict<S>,
+        delay_ms: Option<u64>,
+        change: impl FnOnce(S) -> Change,
+    ) -> Outcome {
+        let fields = Fields {
+            allowed: verdict.allowed,
+            remaining: verdict.remaining,
+            limit: self.size,
+            retry_after_ms: verdict.retry_after_ms,
+            reset_after_ms: verdict.reset_after_ms,
+            delay_ms,
+        };
+        Outcome { fields, change: verdict.store.map(change) }
+    }
+}
