@@ -3,9 +3,11 @@ dependency, served by uvicorn over real HTTP."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator
 
 import pytest
+import redis
 import redis.asyncio
 from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
@@ -14,15 +16,16 @@ from litestar import get as litestar_get
 from litestar.middleware import DefineMiddleware
 from litestar.response import Response as LitestarResponse
 from starlette.applications import Starlette
+from starlette.authentication import SimpleUser, UnauthenticatedUser
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip
+from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_user
 from redis_ratelimit_client.asgi import RateLimitMiddleware
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, rate_limit_exceeded_handler
 from servers import Server
-from web import check_scenario, get, serve_asgi
+from web import check_scenario, get, rate_headers, serve_asgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -115,3 +118,54 @@ def test_fastapi_dependency(own_server: Server) -> None:
         status, _, _ = get(open_port, "/fail/", "198.51.100.1")
         assert status == 400
         check_scenario(open_port, closed_port, own_server, fail_path="/fail/")
+
+
+def signed_in(app: Any) -> Any:
+    """A stand-in auth middleware: `Authorization: <name>` signs in as <name>."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        name = dict(scope.get("headers", [])).get(b"authorization")
+        scope["user"] = SimpleUser(name.decode()) if name else UnauthenticatedUser()
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def test_throttle_by_user_and_refunds_of_successes(own_server: Server) -> None:
+    async def ok(request: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def fail(request: Request) -> Response:
+        return Response("bad", status_code=400, media_type="text/plain")
+
+    paced = Starlette(routes=[Route("/", ok)])
+    paced.add_middleware(
+        RateLimitMiddleware,
+        limiter=AsyncRateLimiter(redis.asyncio.Redis(port=own_server.port), Limit("leakybucket", 3, rate=5), key=by_user()),
+        throttle=True,
+    )
+    quiet = Starlette(routes=[Route("/ok", ok), Route("/fail", fail)])
+    quiet.add_middleware(
+        RateLimitMiddleware,
+        limiter=AsyncRateLimiter(redis.asyncio.Redis(port=own_server.port), Limit("tokenbucket", 1, rate=0.001), key=by_ip(trusted_proxies=1)),
+        skip_successful_requests=True, headers=False, message="Slow down.",
+    )
+    with serve_asgi(signed_in(paced)) as paced_port, serve_asgi(quiet) as quiet_port:
+        times = []
+        for user in ("alice", "alice", "bob"):
+            started = time.monotonic()
+            status, headers, _ = get(paced_port, "/", "203.0.113.1", {"Authorization": user})
+            times.append(time.monotonic() - started)
+            assert (status, headers["ratelimit-policy"]) == (200, '"default";q=3;w=1')
+        # alice's second request waited its place in the queue (1/rate = 200 ms); bob's did not.
+        assert times[1] >= 0.19 and times[0] < 0.15 and times[2] < 0.15, times
+        with redis.Redis(port=own_server.port) as r:
+            assert sorted(r.keys()) == [b"ratelimit:{user:alice}:default", b"ratelimit:{user:bob}:default"]
+
+        for _ in range(3):  # successes give their unit back
+            status, headers, body = get(quiet_port, "/ok", "203.0.113.5")
+            assert (status, body, rate_headers(headers)) == (200, "ok", {})
+        assert get(quiet_port, "/fail", "203.0.113.5")[0] == 400
+        status, headers, body = get(quiet_port, "/fail", "203.0.113.5")
+        assert (status, rate_headers(headers)) == (429, {})
+        assert body == {"error": "rate_limit_exceeded", "message": "Slow down.", "retry_after_seconds": 1000}

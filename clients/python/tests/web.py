@@ -19,11 +19,11 @@ from servers import Server, free_port
 Response = tuple[int, dict[str, str], Any]
 
 
-def get(port: int, path: str, client_ip: str) -> Response:
+def get(port: int, path: str, client_ip: str, headers: dict[str, str] | None = None) -> Response:
     """GET through a (pretend) proxy that says the client is `client_ip`."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request("GET", path, headers={"X-Forwarded-For": client_ip})
+        connection.request("GET", path, headers={"X-Forwarded-For": client_ip, **(headers or {})})
         response = connection.getresponse()
         raw = response.read()
         headers = {k.lower(): v for k, v in response.getheaders()}

@@ -114,7 +114,10 @@ def _user_id(user: Any) -> Optional[str]:
     if isinstance(user, (str, int)):
         return str(user)
     for attribute in ("id", "pk", "identity"):
-        value = getattr(user, attribute, None)
+        try:
+            value = getattr(user, attribute, None)
+        except NotImplementedError:  # Starlette's BaseUser.identity, where a subclass left it out
+            continue
         if value is not None and value != "":
             return str(value)
     return None
