@@ -63,3 +63,18 @@ def test_flask_extension_and_decorator(own_server: Server) -> None:
         status, headers, body = get(open_port, "/search", "192.0.2.1")
         assert (status, body["error"], headers["ratelimit"]) == (429, "rate_limit_exceeded", '"search";r=0;t=' + headers["retry-after"])
         check_scenario(open_port, closed_port, own_server)
+
+
+def test_flask_handler_replaces_the_denial(own_server: Server) -> None:
+    app = Flask(__name__)
+    limiter = RateLimiter(redis.Redis(port=own_server.port), LIMIT, key=by_ip(trusted_proxies=1))
+    FlaskRateLimit(app, limiter, handler=lambda request, decision: ({"wait_ms_positive": decision.retry_after_ms > 0, "path": request.path}, 429))
+
+    @app.get("/ok")
+    def ok() -> str:
+        return "ok"
+
+    with serve_wsgi(app) as port:
+        assert [get(port, "/ok", "192.0.2.9")[0] for _ in range(2)] == [200, 200]
+        status, headers, body = get(port, "/ok", "192.0.2.9")
+        assert (status, body) == (429, {"path": "/ok", "wait_ms_positive": True})

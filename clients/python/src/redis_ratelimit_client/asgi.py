@@ -74,6 +74,10 @@ class RateLimitMiddleware:
             return
         decision, result = await decide(self.limiter, self.options, scope)
         if result is not None and result.status is not None:
+            if self.options.handler is not None and decision is not None:
+                custom = self.options.handler(scope, decision)
+                await (await custom if inspect.isawaitable(custom) else custom)(scope, receive, send)
+                return
             await send_answer(send, result)
             return
         scope.setdefault("state", {})["rate_limit"] = decision

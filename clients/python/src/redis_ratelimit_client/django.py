@@ -57,6 +57,9 @@ def _check(request: HttpRequest, limiter: RateLimiter, options: HttpOptions) -> 
     decision, result = decide(limiter, options, request)
     setattr(request, "rate_limit", decision)
     if result is not None and result.status is not None:
+        if options.handler is not None and decision is not None:
+            response: HttpResponse = options.handler(request, decision)
+            return response
         return _response(result)
     setattr(request, PENDING, (limiter, options, decision, result.headers if result else {}))
     return None

@@ -11,6 +11,7 @@ the headers of an admitted request go on the route's response."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional
 
 from starlette.requests import Request
@@ -27,14 +28,17 @@ from .limits import ConfigurationError
 class RateLimitExceeded(Exception):
     """A denied (429) or failed-closed (503) request; its `answer` is the response."""
 
-    def __init__(self, answer: Answer, decision: Optional[Decision]) -> None:
+    def __init__(self, answer: Answer, decision: Optional[Decision], response: Optional[Response] = None) -> None:
         super().__init__(f"rate limit: HTTP {answer.status}")
         self.answer = answer
         self.decision = decision
+        self.response = response  # the `handler` option's, when it has one
 
 
 async def rate_limit_exceeded_handler(request: Request, error: Exception) -> Response:
     assert isinstance(error, RateLimitExceeded)
+    if error.response is not None:
+        return error.response
     return JSONResponse(error.answer.body, status_code=error.answer.status or 429, headers=error.answer.headers)
 
 
@@ -55,7 +59,11 @@ class RateLimit:
     async def __call__(self, request: Request, response: Response) -> Optional[Decision]:
         decision, result = await decide(self.limiter, self.options, request)
         if result is not None and result.status is not None:
-            raise RateLimitExceeded(result, decision)
+            custom = None
+            if self.options.handler is not None and decision is not None:
+                custom = self.options.handler(request, decision)
+                custom = await custom if inspect.isawaitable(custom) else custom
+            raise RateLimitExceeded(result, decision, custom)
         if result is not None:
             response.headers.update(result.headers)
         request.state.rate_limit = decision

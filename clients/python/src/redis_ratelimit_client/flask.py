@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, TypeVar
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, g, make_response, request
 
 from .http import VIEW_LIMITER, HttpOptions
 from .limiter import RateLimiter
@@ -62,6 +62,8 @@ class FlaskRateLimit:
         g.rate_limit, g.rate_limit_limiter = decision, limiter
         g.rate_limit_headers = result.headers if result else {}
         if result is not None and result.status is not None:
+            if self.options.handler is not None and decision is not None:
+                return make_response(self.options.handler(request, decision))
             return Response(result.json(), status=result.status, headers=result.headers, mimetype="application/json")
         return None
 

@@ -22,9 +22,12 @@ class HttpOptions:
     denial. `skip_failed_requests` / `skip_successful_requests`: responses
     with status >= 400 / < 400 give their units back (RL.REFUND).
     `throttle`: an admitted request first waits its leaky-bucket delay.
-    `headers`: send RateLimit-Policy and RateLimit (and Retry-After)."""
+    `headers`: send RateLimit-Policy and RateLimit (and Retry-After).
+    `handler(request, decision)` replaces the denial's answer: it returns
+    the framework's response (ASGI: any ASGI app, e.g. a Starlette Response)."""
 
     skip: Optional[Callable[[Any], Any]] = None
+    handler: Optional[Callable[[Any, Decision], Any]] = None
     status_code: int = 429
     message: str = DEFAULT_MESSAGE
     skip_failed_requests: bool = False
