@@ -1,5 +1,7 @@
-"""Sends one module command on a connection taken from the app's redis-py
-client, bypassing the client's retry: a command that was sent is never sent
+"""Sends one module command on a connection of the limiter's own, made
+from the app's redis-py client (sync: its pool's connection class and
+arguments; asyncio: a connection of the client's pool), without the
+client's retry: a command that was sent is never sent
 again (a replayed RL.MULTI would charge twice, or charge a request that was
 already let through). On a timeout the connection is closed, so a command
 still waiting in Redis (e.g. under CLIENT PAUSE) is dropped with it; the
@@ -12,13 +14,17 @@ and sends it once more."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import weakref
 from typing import Any, Union
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+from redis.backoff import NoBackoff
 from redis.exceptions import AskError, ConnectionError, MovedError, RedisError, ResponseError, TimeoutError
+from redis.retry import Retry
 
 from .limits import ConfigurationError
 
@@ -62,18 +68,60 @@ def is_cluster(client: object) -> bool:
     return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
 
 
+class _OwnConnections:
+    """Sync connections made like the client's own (its pool's connection
+    class and arguments: address, auth, TLS, database) but without retries,
+    and with `timeout` for connecting and reading: redis-py retries a failed
+    connect with backoff by default, which would hold every request for
+    seconds while Redis is down. Kept per pool, reused, dropped on error."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+    def take(self, pool: Any, timeout: float) -> Any:
+        with self.lock:
+            free = self.free.setdefault(pool, [])
+            connection = free.pop() if free else None
+        if connection is None:
+            kwargs = dict(pool.connection_kwargs)
+            connect_timeout = kwargs.get("socket_connect_timeout")
+            kwargs.update(
+                retry=Retry(NoBackoff(), 0),
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout if connect_timeout is None else min(connect_timeout, timeout),
+            )
+            connection = pool.connection_class(**kwargs)
+        else:
+            try:  # a closed socket reads as ready: Redis went away since; reconnect before sending
+                if connection.can_read():
+                    connection.disconnect()
+            except (ConnectionError, TimeoutError, OSError):
+                connection.disconnect()
+        connection.connect()
+        return connection
+
+    def give_back(self, pool: Any, connection: Any) -> None:
+        with self.lock:
+            self.free.setdefault(pool, []).append(connection)
+
+
+_own = _OwnConnections()
+
+
 def _send_sync(pool: Any, args: list[str], timeout: float) -> Any:
-    connection = pool.get_connection()
+    connection = _own.take(pool, timeout)
     try:
         connection.send_command(*args)
-        return connection.read_response(timeout=timeout)
+        reply = connection.read_response()
     except ResponseError:
+        _own.give_back(pool, connection)
         raise
     except BaseException:
         connection.disconnect()
         raise
-    finally:
-        pool.release(connection)
+    _own.give_back(pool, connection)
+    return reply
 
 
 def call_sync(client: SyncClient, args: list[str], timeout: float) -> Any:
