@@ -79,3 +79,15 @@ def test_django_middleware_and_decorator(own_server: Server) -> None:
         status, headers, body = get(open_port, "/search", "192.0.2.1")
         assert (status, body["error"], headers["ratelimit"]) == (429, "rate_limit_exceeded", '"search";r=0;t=' + headers["retry-after"])
         check_scenario(open_port, closed_port, own_server)
+
+
+def test_django_decorator_without_the_middleware(own_server: Server) -> None:
+    urlpatterns[:] = routes(own_server)
+    with override_settings(MIDDLEWARE=[]):
+        bare = WSGIHandler()
+    with serve_wsgi(bare) as port:
+        assert get(port, "/ok", "192.0.2.7")[0] == 200  # no middleware: only decorated views are limited
+        status, headers, body = get(port, "/search", "192.0.2.7")
+        assert (status, body, headers["ratelimit"]) == (200, "found", '"search";r=0;t=' + headers["ratelimit"].rsplit("=", 1)[1])
+        status, headers, body = get(port, "/search", "192.0.2.7")
+        assert (status, body["error"], headers["retry-after"]) == (429, "rate_limit_exceeded", headers["ratelimit"].rsplit("=", 1)[1])

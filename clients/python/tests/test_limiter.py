@@ -62,11 +62,9 @@ def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
     denied = limiter.check(("alice", 1))
     assert denied is not None and not denied.allowed
     assert 998_000 < denied.retry_after_ms <= 1_000_000
-    # The module replies each limit's fields as its own command would for
-    # this call: "daily" would admit, leaving 2. (shared/DESIGN.md says
-    # "unchanged when the call as a whole was denied"; main's RL.MULTI
-    # replies this, and so does the Node client's header.) Nothing is taken:
-    # the RL.PEEK below finds 3.
+    # A denied call reports the module's fields as they are (docs/clients.md):
+    # "daily" would admit, and reports the 2 it would have left had the call
+    # passed. Nothing is taken: the RL.PEEK below finds 3.
     assert [(x.allowed, x.remaining) for x in denied.limits] == [(False, 0), (True, 2)]
     assert rate_limit_headers(denied) == {
         "RateLimit-Policy": '"burst";q=3;w=3000, "daily";q=5;w=100000',
@@ -123,8 +121,14 @@ def test_all_five_algorithms_through_the_asyncio_client(server: Server, r: redis
         async def async_key(request: Any) -> str:
             return "bob"
 
+        async def async_cost(request: Any) -> int:
+            return 0
+
         limiter = AsyncRateLimiter(client, ALL_FIVE, key=async_key)
         decisions = [await limiter.check() for _ in range(4)]
+        looking = AsyncRateLimiter(client, Limit("slidinglog", 3, window=1_000_000, name="sl", cost=async_cost), key=async_key)
+        looked = await looking.check()
+        assert looked is not None and (looked.allowed, looked.limits[0].remaining, looked.limits[0].cost) == (True, 0, 0)
         await client.aclose()
         assert [d is not None and d.allowed for d in decisions] == [True, True, True, False]
         first, second, third, fourth = (d for d in decisions if d is not None)
