@@ -2,7 +2,7 @@
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
 
-.PHONY: all deps build test test-clients run bench cluster cluster-stop example clean
+.PHONY: all deps build test test-clients memcheck run bench cluster cluster-stop example clean
 
 all: build
 
@@ -13,10 +13,12 @@ build: deps
 	cargo build --release
 
 # Unit tests of the pure math, then integration tests that start their own
-# redis-server processes with the module loaded; then the same against
-# Valkey when it is installed (`WITH_VALKEY=1 make test` installs it).
+# redis-server processes with the module loaded, the memory check under
+# valgrind, the clients; then the suite again against Valkey when it is
+# installed (`WITH_VALKEY=1 make test` installs it).
 test: build
 	cargo test --release
+	$(MAKE) memcheck
 	$(MAKE) test-clients
 	@if command -v valkey-server >/dev/null; then \
 	  echo "== the suite again, against $$(valkey-server --version | cut -d' ' -f1-3)"; \
@@ -29,6 +31,13 @@ test-clients: build
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 	cd clients/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements.lock \
 	  && .venv/bin/python -m pytest -q
+
+# redis-server with the module under valgrind through a workload of every
+# command, RESTORE, DEBUG RELOAD and an AOF rewrite: no invalid access, no
+# leak in the module (scripts/memcheck.sh; under a minute).
+memcheck: build
+	@WITH_VALGRIND=1 scripts/install-deps.sh
+	scripts/memcheck.sh
 
 run: build
 	@echo "redis-server on 127.0.0.1:$(PORT) with the module loaded; Ctrl-C stops it. Try:"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make bench: requests/s of INCR, the seed's Lua token bucket (EVALSHA) and
-# the five RL.* commands on random keys, at pipelining 1 and 16 with 50
+# make bench: requests/s of INCR, the seed's Lua token bucket (EVALSHA),
+# the five RL.* commands, RL.MULTI and RL.PEEK on random keys, at pipelining 1 and 16 with 50
 # clients, all against one redis-server started here, so the ratios to INCR
 # compare like with like on a noisy machine. Then usec_per_call and
 # used_memory per key.
@@ -60,6 +60,9 @@ measure RL.LEAKYBUCKET RL.LEAKYBUCKET lb:__rand_int__ 100 0.01 '*' 1
 measure RL.FIXEDWINDOW RL.FIXEDWINDOW fw:__rand_int__ 100 100000 '*' 1
 measure RL.SLIDINGWINDOW RL.SLIDINGWINDOW sw:__rand_int__ 100 100000 '*' 1
 measure RL.SLIDINGLOG RL.SLIDINGLOG sl:__rand_int__ 100 100000 '*' 1
+measure "RL.MULTI (2 limits)" RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ '*' \
+  TOKENBUCKET 100 0.01 1 FIXEDWINDOW 100 100000 1
+measure RL.PEEK RL.PEEK pk:__rand_int__ TOKENBUCKET 100 0.01 '*' 1
 echo
 cli info commandstats | tr -d '\r' | grep -iE 'cmdstat_(incr|rl\.)' \
   | sed 's/cmdstat_\([^:]*\):.*usec_per_call=\([0-9.]*\).*/\1 usec_per_call: \2/'
@@ -82,6 +85,11 @@ bytes "Lua token bucket (hash + EXPIRE)" \
 for command in RL.TOKENBUCKET RL.LEAKYBUCKET; do
   bytes "$command" "redis.call('$command', k, 100, 0.01, '*', 1)"
 done
+# The largest bucket that keeps 16 bytes of state, and the smallest that
+# needs 24: after one call 18446745 tokens are left, past 64 bits of
+# pico-tokens.
+bytes "RL.TOKENBUCKET capacity 18446744" "redis.call('RL.TOKENBUCKET', k, 18446744, 1, '*', 1)"
+bytes "RL.TOKENBUCKET capacity 18446746" "redis.call('RL.TOKENBUCKET', k, 18446746, 1, '*', 1)"
 for command in RL.FIXEDWINDOW RL.SLIDINGWINDOW RL.SLIDINGLOG; do
   bytes "$command" "redis.call('$command', k, 100, 3600, '*', 1)"
 done

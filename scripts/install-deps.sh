@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing need and a fresh Debian machine lacks:
 # redis-server and redis-tools (redis-cli, redis-benchmark), and libclang
-# for redis-module's bindgen. Does nothing when all of it is there.
+# for redis-module's bindgen; with WITH_VALGRIND=1 (`make memcheck` sets
+# it), valgrind too. Does nothing when all of it is there.
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v redis-benchmark >/dev/null || missing+=(redis-tools)
 [ -n "${LIBCLANG_PATH:-}" ] || dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
+[ "${WITH_VALGRIND:-0}" != 1 ] || command -v valgrind >/dev/null || missing+=(valgrind)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

@@ -27,9 +27,10 @@ pub fn limit(algorithm: Algorithm, a: &[u8], b: &[u8]) -> Result<Limit, Error> {
         let capacity = size.ok_or(Error::Capacity)?;
         let refill_per_us =
             micros(b).filter(|r| (1..=MAX_RATE_MICROS).contains(r)).ok_or(Error::Rate)?;
-        // capacity / rate, in microseconds, within MAX_SPAN_US.
-        let fill_us = (u128::from(capacity) * PICO_PER_UNIT).div_ceil(u128::from(refill_per_us));
-        if fill_us > u128::from(MAX_SPAN_US) {
+        // capacity / rate within MAX_SPAN_US: pico-units to fill, at most
+        // what flows in that time (a product, not a division: every call).
+        let flows = u128::from(MAX_SPAN_US) * u128::from(refill_per_us);
+        if u128::from(capacity) * PICO_PER_UNIT > flows {
             return Err(Error::FillTime);
         }
         Ok(Limit { algorithm, size: capacity, per: refill_per_us })

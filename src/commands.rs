@@ -69,12 +69,22 @@ pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
         let (server_us, now_us) = resolve(now);
         let mut keys: Vec<LimiterKey> =
             names.iter().map(|name| LimiterKey::open(ctx, name, true)).collect();
-        let outcomes = keys
+        let mut outcomes = keys
             .iter()
             .zip(&calls)
             .map(|(key, (limit, _, n))| limit.run(Op::Take, key.value()?, now_us, *n))
             .collect::<Result<Vec<Outcome>, Error>>()?;
         let allowed = outcomes.iter().all(|o| o.fields.allowed);
+        if !allowed {
+            // Nothing is taken: a limit that would admit reports the state
+            // it keeps, and no delay.
+            for ((key, (limit, _, _)), outcome) in keys.iter().zip(&calls).zip(&mut outcomes) {
+                if outcome.fields.allowed {
+                    let kept = limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
+                    outcome.fields = Fields { delay_ms: kept.delay_ms.map(|_| 0), ..kept };
+                }
+            }
+        }
         let units = calls.iter().map(|(_, _, n)| n).sum();
         stats::MULTI.record(allowed, units);
         if allowed {

@@ -11,7 +11,7 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
     let (fields, count) = state.fields();
     let mut text = [itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new()];
     let [ta, tb, tc] = &mut text;
-    let (a, b, c) = (ta.format(fields[0]), tb.format(fields[1]), tc.format(fields[2]));
+    let (a, b, c) = (decimal(ta, fields[0]), decimal(tb, fields[1]), decimal(tc, fields[2]));
     let (ctx, setstate, kind, pxat) = (ctx.get_raw(), c"RL.SETSTATE", state.name(), c"PXAT");
     // SAFETY: each format string matches the arguments that follow it.
     unsafe {
@@ -47,6 +47,15 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
                 expire_at_ms,
             );
         }
+    }
+}
+
+/// `value` in decimal; in 64 bits when it fits, which is several times
+/// cheaper than 128.
+fn decimal(buffer: &mut itoa::Buffer, value: u128) -> &str {
+    match u64::try_from(value) {
+        Ok(value) => buffer.format(value),
+        Err(_) => buffer.format(value),
     }
 }
 

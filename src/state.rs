@@ -202,6 +202,10 @@ pub struct Record<'a> {
 
 /// How many integers follow a kind in RDB, and whether runs follow them.
 fn layout(encver: i32, kind: u64) -> Option<(usize, bool)> {
+    // Redis hands over a newer encoding too (a RESTORE from a newer module).
+    if !(1..=ENCODING_VERSION).contains(&encver) {
+        return None;
+    }
     let wide = encver >= 3;
     match usize::try_from(kind).ok()? {
         TOKEN_BUCKET => Some((2, false)),
@@ -552,6 +556,11 @@ mod tests {
         // A wide record under an older encoding could not have been written.
         assert_eq!(decode(2, &record), None);
         assert_eq!(decode(3, &record), Some(Owned::Fixed(wide)));
+        // Nor any record under an encoding yet to come.
+        let narrow = encode(&Value::Fixed(narrow));
+        assert_eq!(decode(0, &narrow), None);
+        assert_eq!(decode(4, &narrow), None);
+        assert!(decode(1, &narrow).is_some());
     }
 
     #[test]
