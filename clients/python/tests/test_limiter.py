@@ -62,13 +62,12 @@ def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
     denied = limiter.check(("alice", 1))
     assert denied is not None and not denied.allowed
     assert 998_000 < denied.retry_after_ms <= 1_000_000
-    # A denied call reports the module's fields as they are (docs/clients.md):
-    # "daily" would admit, and reports the 2 it would have left had the call
-    # passed. Nothing is taken: the RL.PEEK below finds 3.
-    assert [(x.allowed, x.remaining) for x in denied.limits] == [(False, 0), (True, 2)]
+    # Denied: nothing is taken anywhere; "daily" would admit alone, and
+    # reports the state it keeps (3), as the RL.PEEK below finds it too.
+    assert [(x.allowed, x.remaining) for x in denied.limits] == [(False, 0), (True, 3)]
     assert rate_limit_headers(denied) == {
         "RateLimit-Policy": '"burst";q=3;w=3000, "daily";q=5;w=100000',
-        "RateLimit": '"burst";r=0;t=1000, "daily";r=2;t=100000',
+        "RateLimit": '"burst";r=0;t=1000, "daily";r=3;t=100000',
         "Retry-After": "1000",
     }
     assert denied_body(denied) == {
@@ -90,7 +89,7 @@ def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
     assert never is not None and never.never_allowed and never.retry_after_ms == -1
     assert rate_limit_headers(never) == {
         "RateLimit-Policy": '"burst";q=3;w=3000, "daily";q=5;w=100000',
-        "RateLimit": '"burst";r=2, "daily";r=3;t=100000',  # daily: as if it took its 1, as above
+        "RateLimit": '"burst";r=2, "daily";r=4;t=100000',
     }
     assert denied_body(never) == {"error": "rate_limit_exceeded", "message": NEVER_MESSAGE, "retry_after_seconds": None}
 
