@@ -94,9 +94,9 @@ def test_clients_and_async_functions_match_the_limiter() -> None:
         return "k"
 
     with pytest.raises(ConfigurationError, match=r"^redis: must be a redis.Redis or redis.cluster.RedisCluster for RateLimiter \(got Redis; asyncio clients go with AsyncRateLimiter\)$"):
-        RateLimiter(redis.asyncio.Redis(port=1), ok)
+        RateLimiter(redis.asyncio.Redis(port=1), ok)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"^redis: must be a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster for AsyncRateLimiter \(got Redis; sync clients go with RateLimiter\)$"):
-        AsyncRateLimiter(R, ok)
+        AsyncRateLimiter(R, ok)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"^key: an async key function needs AsyncRateLimiter$"):
         make(ok, key=key)
     with pytest.raises(ConfigurationError, match=r"^limits\[0\]: async key or cost functions need AsyncRateLimiter$"):

@@ -141,7 +141,7 @@ class RateLimiter:
 
     def __init__(
         self,
-        redis: Any,
+        redis: transport.SyncClient,
         limits: Union[Limit, Sequence[Limit]],
         *,
         key: Optional[Callable[[Any], str]] = None,
@@ -220,7 +220,7 @@ class AsyncRateLimiter:
 
     def __init__(
         self,
-        redis: Any,
+        redis: transport.AsyncClient,
         limits: Union[Limit, Sequence[Limit]],
         *,
         key: Optional[KeyFunction] = None,
