@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import time
 from typing import Any, Iterator
 
@@ -89,3 +90,31 @@ def test_asyncio_timeout_and_stop(own_server: Server) -> None:
         return [timed_out, charged, after.limits[0].remaining if after else None, stopped, closed]
 
     assert asyncio.run(run()) == [None, 0, 2, None, "unavailable"]
+
+
+def test_busy_and_clusterdown_replies_mean_unavailable() -> None:
+    """BUSY (a script holds the server) and CLUSTERDOWN (no node serves the
+    slot) are Redis unable to answer now, not a wrong command."""
+    busy = Server("--busy-reply-threshold", "100")
+    no_slots = Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    try:
+        script = subprocess.Popen(["redis-cli", "-p", str(busy.port), "EVAL", "while true do end", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            open_limiter = RateLimiter(redis.Redis(port=busy.port), LIMIT, key=lambda request: "k")
+            closed_limiter = RateLimiter(redis.Redis(port=busy.port), LIMIT, key=lambda request: "k", fail_open=False)
+            assert open_limiter.check() is None
+            with pytest.raises(RateLimiterUnavailable, match="^BUSY "):
+                closed_limiter.check()
+        finally:
+            with busy.client() as admin:
+                admin.script_kill()
+            script.wait(5)
+        closed = RateLimiter(redis.Redis(port=no_slots.port), LIMIT, key=lambda request: "k", fail_open=False)
+        # RL.PEEK: the module does not declare RL.MULTI's keys to cluster
+        # routing today, so a node runs it whatever the slot (see the README).
+        with pytest.raises(RateLimiterUnavailable, match="Hash slot not served"):
+            closed.peek()
+    finally:
+        busy.remove()
+        no_slots.remove()

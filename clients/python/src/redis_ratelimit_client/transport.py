@@ -23,7 +23,16 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 from redis.backoff import NoBackoff
-from redis.exceptions import AskError, ConnectionError, MovedError, RedisError, ResponseError, TimeoutError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ConnectionError,
+    MovedError,
+    RedisError,
+    ResponseError,
+    TimeoutError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from .limits import ConfigurationError
@@ -41,7 +50,9 @@ class Unavailable(Exception):
 
 
 def unavailable(error: BaseException) -> bool:
-    if isinstance(error, (ConnectionError, TimeoutError, OSError, asyncio.TimeoutError)):
+    # redis-py strips the code of the replies it maps to a class (LOADING is
+    # a BusyLoadingError, a ConnectionError); BUSY keeps its code.
+    if isinstance(error, (ConnectionError, TimeoutError, OSError, asyncio.TimeoutError, ClusterDownError, TryAgainError)):
         return True
     return isinstance(error, ResponseError) and str(error).split(" ", 1)[0] in UNAVAILABLE_REPLIES
 
