@@ -154,3 +154,17 @@ def test_a_bad_cost_at_request_time_is_a_server_error(r: redis.Redis) -> None:
     with pytest.raises(ValueError, match=r"^default.cost: must be an integer from 0 to 9007199254740991 \(got 1.5\)$"):
         limiter.check()
     assert r.keys() == []
+
+
+def test_a_limit_per_plan(r: redis.Redis) -> None:
+    """`limit` as a function of the request: the quota of the caller's plan."""
+    plans = {"free": 2, "pro": 5}
+    limiter = RateLimiter(r, Limit("tokenbucket", lambda request: plans[request], rate=0.001), key=lambda request: request)
+    free = [limiter.check("free") for _ in range(3)]
+    pro = limiter.check("pro")
+    assert [d is not None and d.allowed for d in free] == [True, True, False]
+    assert pro is not None and (pro.limits[0].limit, pro.limits[0].remaining) == (5, 4)
+    assert rate_limit_headers(pro)["RateLimit-Policy"] == '"default";q=5;w=5000'
+    plans["free"] = 0
+    with pytest.raises(ValueError, match=r"^default.limit: must be an integer from 1 to 9007199254740991 \(got 0\)$"):
+        limiter.check("free")

@@ -21,9 +21,9 @@ def make(*limits: Any, **options: Any) -> RateLimiter:
 @pytest.mark.parametrize(
     "limit, message",
     [
-        (Limit("tokenbucket", 60), "limits[0].rate: required for tokenbucket"),
+        (Limit("tokenbucket", 60), "limits[0].rate: required for tokenbucket (units per second)"),
         (Limit(rate=1), "limits[0].limit: required"),
-        (Limit("fixedwindow", 60), "limits[0].window: required for fixedwindow"),
+        (Limit("fixedwindow", 60), "limits[0].window: required for fixedwindow (seconds)"),
         (Limit("tokenbucket", 0, rate=1), "limits[0].limit: must be an integer from 1 to 9007199254740991 (got 0)"),
         (Limit("tokenbucket", 2.5, rate=1), "limits[0].limit: must be an integer from 1 to 9007199254740991 (got 2.5)"),  # type: ignore[arg-type]
         (Limit("tokenbucket", 2**53, rate=1), "limits[0].limit: must be an integer from 1 to 9007199254740991 (got 9007199254740992)"),
@@ -45,6 +45,11 @@ def test_a_bad_limit_raises_naming_the_option(limit: Limit, message: str) -> Non
     with pytest.raises(ConfigurationError) as raised:
         make(limit)
     assert str(raised.value) == message
+
+
+def test_one_limit_alone_is_named_limits_in_errors() -> None:
+    with pytest.raises(ConfigurationError, match=r"^limits\.rate: required for tokenbucket \(units per second\)$"):
+        RateLimiter(R, Limit("tokenbucket", 60))
 
 
 def test_names_are_unique_and_required_with_several_limits() -> None:
@@ -99,6 +104,6 @@ def test_clients_and_async_functions_match_the_limiter() -> None:
         AsyncRateLimiter(R, ok)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"^key: an async key function needs AsyncRateLimiter$"):
         make(ok, key=key)
-    with pytest.raises(ConfigurationError, match=r"^limits\[0\]: async key or cost functions need AsyncRateLimiter$"):
+    with pytest.raises(ConfigurationError, match=r"^limits\[0\]: async key, cost or limit functions need AsyncRateLimiter$"):
         make(Limit("tokenbucket", 10, rate=1, cost=key))  # type: ignore[arg-type]
     assert AsyncRateLimiter(redis.asyncio.Redis(port=1), ok, key=key).core.key is key

@@ -17,9 +17,10 @@ class Charge:
     name: str
     key: str
     cost: int
+    limit: int  # the spec's, or what its function gave for this request
 
     def spec_args(self) -> list[str]:
-        return [self.spec.algorithm.upper(), str(self.spec.limit), number_text(self.spec.parameter)]
+        return [self.spec.algorithm.upper(), str(self.limit), number_text(self.spec.parameter)]
 
 
 def multi_args(charges: Sequence[Charge]) -> list[str]:

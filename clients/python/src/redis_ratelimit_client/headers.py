@@ -53,7 +53,7 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
         policy: dict[str, BareItemType] = {"q": min(result.limit, SF_MAX)}
         if result.spec.quota_unit != "requests":
             policy["qu"] = result.spec.quota_unit
-        policy["w"] = result.spec.window_seconds
+        policy["w"] = result.spec.window_seconds(result.limit)
         policies.append((result.name, policy))
         state: dict[str, BareItemType] = {"r": min(result.remaining, SF_MAX)}
         t = reset_seconds(result, decision)

@@ -70,7 +70,9 @@ class Answer:
 def answer(decision: Optional[Decision], options: HttpOptions) -> Answer:
     if decision is None:  # Redis unavailable, failing open: no headers
         return Answer(None, {})
-    headers = rate_limit_headers(decision) if options.headers else {}
+    headers = rate_limit_headers(decision)
+    if not options.headers:  # neither IETF field; a denial still says when to retry
+        headers = {k: v for k, v in headers.items() if k == "Retry-After"}
     if decision.allowed:
         return Answer(None, headers)
     return Answer(options.status_code, headers, denied_body(decision, options.message))

@@ -39,24 +39,26 @@ class _Core:
         fail_open: bool,
         allow_async: bool,
     ) -> None:
-        if isinstance(limits, Limit):
-            limits = [limits]
+        single = isinstance(limits, Limit)
+        if single:
+            limits = [cast(Limit, limits)]
         if not isinstance(limits, (list, tuple)) or not limits:
             raise ConfigurationError("limits: must be a non-empty list of Limit")
         names: set[str] = set()
         self.limits: list[tuple[Limit, str]] = []
         for i, limit in enumerate(limits):
+            path = "limits" if single else f"limits[{i}]"
             if not isinstance(limit, Limit):
-                raise ConfigurationError(f"limits[{i}]: must be a Limit (got {limit!r})")
-            limit.validated(f"limits[{i}]")
+                raise ConfigurationError(f"{path}: must be a Limit (got {limit!r})")
+            limit.validated(path)
             if limit.name is None and len(limits) > 1:
-                raise ConfigurationError(f"limits[{i}].name: required when the limiter has more than one limit")
+                raise ConfigurationError(f"{path}.name: required when the limiter has more than one limit")
             name = limit.name or "default"
             if name in names:
-                raise ConfigurationError(f'limits[{i}].name: duplicate policy name "{name}"')
+                raise ConfigurationError(f'{path}.name: duplicate policy name "{name}"')
             names.add(name)
             if not allow_async and limit.has_async_functions():
-                raise ConfigurationError(f"limits[{i}]: async key or cost functions need AsyncRateLimiter")
+                raise ConfigurationError(f"{path}: async key, cost or limit functions need AsyncRateLimiter")
             self.limits.append((limit, name))
         if key is not None and not callable(key):
             raise ConfigurationError(f"key: must be a function of the request (got {key!r})")
@@ -77,14 +79,16 @@ class _Core:
     def names(self) -> list[str]:
         return [name for _, name in self.limits]
 
-    def charge(self, limit: Limit, name: str, partition: object, cost: object) -> Charge:
+    def charge(self, limit: Limit, name: str, partition: object, cost: object, quota: object) -> Charge:
         if not isinstance(partition, str):
             raise TypeError(f"{name}: the key function returned {partition!r}, not a string")
-        try:
+        try:  # per-request values: a bad one is a server error, not a setup one
             units = check_integer(f"{name}.cost", cost, 0)
-        except ConfigurationError as error:  # a per-request value: a server error, not a setup one
+            size = check_integer(f"{name}.limit", quota, 1)
+            limit.check_fill_time(name, size)
+        except ConfigurationError as error:
             raise ValueError(str(error)) from None
-        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units)
+        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units, size)
 
     @staticmethod
     def groups(client: object, charges: list[Charge]) -> list[list[Charge]]:
@@ -127,7 +131,7 @@ class _Core:
 
 
 def _charge_of(r: LimitResult) -> Charge:
-    return Charge(r.spec, r.name, r.key, r.cost)
+    return Charge(r.spec, r.name, r.key, r.cost, r.limit)
 
 
 class RateLimiter:
@@ -164,7 +168,8 @@ class RateLimiter:
         for limit, name in self.core.limits:
             key = limit.key or self.core.key
             cost = limit.cost(request) if callable(limit.cost) else limit.cost
-            out.append(self.core.charge(limit, name, key(request), cost))
+            quota = limit.limit(request) if callable(limit.limit) else limit.limit
+            out.append(self.core.charge(limit, name, key(request), cost, quota))
         return out
 
     def _call(self, args: list[str]) -> Any:
@@ -243,7 +248,8 @@ class AsyncRateLimiter:
         for limit, name in self.core.limits:
             key = limit.key or self.core.key
             cost = await _maybe_await(limit.cost(request)) if callable(limit.cost) else limit.cost
-            out.append(self.core.charge(limit, name, await _maybe_await(key(request)), cost))
+            quota = await _maybe_await(limit.limit(request)) if callable(limit.limit) else limit.limit
+            out.append(self.core.charge(limit, name, await _maybe_await(key(request)), cost, quota))
         return out
 
     async def _call(self, args: list[str]) -> Any:

@@ -19,6 +19,7 @@ MAX_INT = 2**53 - 1  # the module's largest capacity, limit and n
 #: A function of the request (whatever object the integration passes); may be async.
 KeyFunction = Callable[[Any], Union[str, Awaitable[str]]]
 CostFunction = Callable[[Any], Union[int, Awaitable[int]]]
+QuotaFunction = Callable[[Any], Union[int, Awaitable[int]]]  # a limit per request (per plan)
 
 
 class ConfigurationError(ValueError):
@@ -52,7 +53,7 @@ class Limit:
     buckets take `rate` (units per second), windows take `window` (seconds)."""
 
     algorithm: Algorithm = "tokenbucket"
-    limit: int = None  # type: ignore[assignment]  # required: checked in validated()
+    limit: Union[int, QuotaFunction] = None  # type: ignore[assignment]  # required: checked in validated()
     rate: Optional[float] = None
     window: Optional[float] = None
     cost: Union[int, CostFunction] = 1
@@ -66,20 +67,21 @@ class Limit:
             raise ConfigurationError(f"{path}.algorithm: must be one of {', '.join(ALGORITHMS)} (got {self.algorithm!r})")
         if self.limit is None:
             raise ConfigurationError(f"{path}.limit: required")
-        check_integer(f"{path}.limit", self.limit, 1)
+        if not callable(self.limit):
+            check_integer(f"{path}.limit", self.limit, 1)
         if self.algorithm in BUCKETS:
             if self.window is not None:
                 raise ConfigurationError(f"{path}.window: not an option of {self.algorithm} (it takes rate)")
             if self.rate is None:
-                raise ConfigurationError(f"{path}.rate: required for {self.algorithm}")
-            rate = _check_number(f"{path}.rate", self.rate, 1e-6, 1e12, "from 0.000001 to 1e12")
-            if self.limit / rate > 1e12:
-                raise ConfigurationError(f"{path}.rate: limit / rate must be at most 1e12 seconds")
+                raise ConfigurationError(f"{path}.rate: required for {self.algorithm} (units per second)")
+            _check_number(f"{path}.rate", self.rate, 1e-6, 1e12, "from 0.000001 to 1e12")
+            if not callable(self.limit):
+                self.check_fill_time(path, self.limit)
         else:
             if self.rate is not None:
                 raise ConfigurationError(f"{path}.rate: not an option of {self.algorithm} (it takes window)")
             if self.window is None:
-                raise ConfigurationError(f"{path}.window: required for {self.algorithm}")
+                raise ConfigurationError(f"{path}.window: required for {self.algorithm} (seconds)")
             _check_number(f"{path}.window", self.window, 0.001, 1e12, "of seconds from 0.001 to 1e12")
         if not callable(self.cost):
             check_integer(f"{path}.cost", self.cost, 0)
@@ -102,15 +104,18 @@ class Limit:
         assert value is not None  # validated
         return value
 
-    @property
-    def window_seconds(self) -> int:
-        """The draft's `w`: whole seconds, at least 1 (a bucket: the time an
-        empty one takes to refill)."""
-        seconds = self.limit / self.parameter if self.is_bucket else self.parameter
+    def check_fill_time(self, path: str, limit: int) -> None:
+        if self.is_bucket and limit / self.parameter > 1e12:
+            raise ConfigurationError(f"{path}.rate: limit / rate must be at most 1e12 seconds")
+
+    def window_seconds(self, limit: int) -> int:
+        """The draft's `w` for this limit's quota `limit`: whole seconds, at
+        least 1 (a bucket: the time an empty one takes to refill)."""
+        seconds = limit / self.parameter if self.is_bucket else self.parameter
         return max(1, math.ceil(seconds))
 
     def has_async_functions(self) -> bool:
-        return any(inspect.iscoroutinefunction(f) for f in (self.cost, self.key) if callable(f))
+        return any(inspect.iscoroutinefunction(f) for f in (self.cost, self.key, self.limit) if callable(f))
 
 
 def number_text(value: float) -> str:
