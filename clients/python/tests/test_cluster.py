@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import redis
 import redis.asyncio.cluster
 import redis.cluster
@@ -106,3 +107,16 @@ def test_a_moved_slot_is_followed(rc: redis.cluster.RedisCluster, cluster: Clust
     for key, port in moved_to.items():
         with redis.Redis(port=port) as r:
             assert r.exists(key) == 1, key
+
+
+def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisCluster) -> None:
+    """The per-user call admits and takes its units; the per-IP call gets an
+    error reply (its key holds a string). The error is raised, a server
+    error, and the per-user units are given back."""
+    rc.set("ratelimit:{ip:203.0.113.7}:per-ip", "not a limiter")
+    limiter = RateLimiter(rc, limits())
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        limiter.check("erin")
+    for name, spec in (("per-user", ["FIXEDWINDOW", "2", "1000000"]), ("per-user-log", ["SLIDINGLOG", "10", "1000000"])):
+        assert rc.exists(f"ratelimit:{{user:erin}}:{name}") == 0, name  # given back: fresh again, so no key
+        assert peek_remaining(rc, "RL.PEEK", f"ratelimit:{{user:erin}}:{name}", *spec, "*", "0") == int(spec[1])

@@ -9,6 +9,8 @@ import inspect
 import logging
 from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar, Union, cast
 
+from redis.exceptions import RedisError
+
 from . import transport
 from .commands import Charge, multi_args, multi_results, peek_args, refund_args, result
 from .decision import Decision, LimitResult
@@ -25,6 +27,8 @@ class RateLimiterUnavailable(Exception):
 
 
 Units = Union[int, Mapping[str, int], None]
+#: One RL.MULTI's reply: allowed, retry_after_ms, each limit's result.
+Outcome = tuple[bool, int, list[LimitResult]]
 
 
 class _Core:
@@ -102,7 +106,7 @@ class _Core:
         return list(by_partition.values())
 
     @staticmethod
-    def combine(outcomes: list[tuple[bool, int, list[LimitResult]]], order: list[Charge]) -> Decision:
+    def combine(outcomes: list[Outcome], order: list[Charge]) -> Decision:
         allowed = all(o[0] for o in outcomes)
         waits = [o[1] for o in outcomes if not o[0]]
         retry = 0 if allowed else (-1 if -1 in waits else max(waits))
@@ -177,18 +181,34 @@ class RateLimiter:
 
     def check(self, request: Any = None) -> Optional[Decision]:
         charges = self.charges(request)
+        outcomes: list[Outcome] = []
         try:
-            outcomes = [multi_results(g, self._call(multi_args(g))) for g in self.core.groups(self.redis, charges)]
-            if not all(o[0] for o in outcomes) and len(outcomes) > 1:
-                # Several calls on a cluster and one denied: give back what the others took.
-                for i, o in enumerate(outcomes):
-                    if o[0]:
-                        refunds = [result(_charge_of(r), self._call(refund_args(_charge_of(r), r.cost))) for r in o[2] if r.cost]
-                        outcomes[i] = (True, 0, _keep_costs(o[2], refunds))
-        except transport.Unavailable as error:
+            for group in self.core.groups(self.redis, charges):
+                outcomes.append(multi_results(group, self._call(multi_args(group))))
+        except (transport.Unavailable, RedisError) as error:
+            self._give_back(outcomes)  # a cluster's earlier calls took units: nothing stays charged
+            if not isinstance(error, transport.Unavailable):
+                raise
             self.core.unavailable(error, "check")
             return None
+        if not all(o[0] for o in outcomes):
+            outcomes = self._give_back(outcomes)
         return self.core.combine(outcomes, charges)
+
+    def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """Refunds the calls that admitted (on a cluster, when another call
+        denied or failed); a refund that fails is logged, the outcome stands."""
+        out = []
+        for outcome in outcomes:
+            if outcome[0]:
+                try:
+                    taken = [_charge_of(r) for r in outcome[2] if r.cost]
+                    after = [result(c, self._call(refund_args(c, c.cost))) for c in taken]
+                    outcome = (True, 0, _keep_costs(outcome[2], after))
+                except (transport.Unavailable, RedisError) as error:
+                    log.warning("rate limiter: units taken for a denied request not given back: %s", error)
+            out.append(outcome)
+        return out
 
     def peek(self, request: Any = None) -> Optional[Decision]:
         """Would the request be admitted now? Takes nothing (RL.PEEK)."""
@@ -257,17 +277,32 @@ class AsyncRateLimiter:
 
     async def check(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
+        outcomes: list[Outcome] = []
         try:
-            outcomes = [multi_results(g, await self._call(multi_args(g))) for g in self.core.groups(self.redis, charges)]
-            if not all(o[0] for o in outcomes) and len(outcomes) > 1:
-                for i, o in enumerate(outcomes):
-                    if o[0]:
-                        refunds = [result(_charge_of(r), await self._call(refund_args(_charge_of(r), r.cost))) for r in o[2] if r.cost]
-                        outcomes[i] = (True, 0, _keep_costs(o[2], refunds))
-        except transport.Unavailable as error:
+            for group in self.core.groups(self.redis, charges):
+                outcomes.append(multi_results(group, await self._call(multi_args(group))))
+        except (transport.Unavailable, RedisError) as error:
+            await self._give_back(outcomes)
+            if not isinstance(error, transport.Unavailable):
+                raise
             self.core.unavailable(error, "check")
             return None
+        if not all(o[0] for o in outcomes):
+            outcomes = await self._give_back(outcomes)
         return self.core.combine(outcomes, charges)
+
+    async def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
+        out = []
+        for outcome in outcomes:
+            if outcome[0]:
+                try:
+                    taken = [_charge_of(r) for r in outcome[2] if r.cost]
+                    after = [result(c, await self._call(refund_args(c, c.cost))) for c in taken]
+                    outcome = (True, 0, _keep_costs(outcome[2], after))
+                except (transport.Unavailable, RedisError) as error:
+                    log.warning("rate limiter: units taken for a denied request not given back: %s", error)
+            out.append(outcome)
+        return out
 
     async def peek(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
