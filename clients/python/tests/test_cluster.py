@@ -66,22 +66,12 @@ def test_asyncio_cluster_client(cluster: Cluster, rc: redis.cluster.RedisCluster
 
 def test_a_moved_slot_is_followed(rc: redis.cluster.RedisCluster, cluster: Cluster) -> None:
     """The limiters learned the slot map; the slot then moves to another
-    node. The old owner answers RL.PEEK with MOVED (the command did not run
-    there): the limiter refreshes the map and sends it to the new owner,
-    once; the next check goes there too. (RL.MULTI itself is not redirected
-    by the module today, see the README's note: the peek comes first here.)"""
-    async def check_async() -> Any:
-        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-        limiter = AsyncRateLimiter(client, Limit("tokenbucket", 5, rate=0.001, name="m"), key=lambda request: request)
-        first = await limiter.check("mover-async")
-        move("ratelimit:{mover-async}:m")
-        peeked = await limiter.peek("mover-async")
-        assert peeked is not None and peeked.limits[0].remaining == 4
-        second = await limiter.check("mover-async")
-        await client.aclose()
-        return first, second
+    node. The old owner answers MOVED (the command did not run there): the
+    limiter refreshes the map and sends it to the new owner, once. Both
+    RL.MULTI (check) and RL.PEEK (peek) are followed."""
 
-    def move(key: str) -> None:
+    def move(key: str) -> int:
+        """Moves the key's slot (holding just that key) to another node; its port."""
         slot = cluster_call(cluster.nodes[0], "KEYSLOT", key)
         owner = next(n for n in cluster.nodes if cluster_call(n, "COUNTKEYSINSLOT", slot) == 1)
         target = next(n for n in cluster.nodes if n is not owner)
@@ -92,21 +82,35 @@ def test_a_moved_slot_is_followed(rc: redis.cluster.RedisCluster, cluster: Clust
         cluster_call(owner, "SETSLOT", slot, "MIGRATING", target_id)
         for node in [target, owner, *(n for n in cluster.nodes if n not in (owner, target))]:
             cluster_call(node, "SETSLOT", slot, "NODE", target_id)
-        moved_to[key] = target.port
+        return target.port
 
-    moved_to: dict[str, int] = {}
+    def holds(port: int, key: str) -> int:
+        with redis.Redis(port=port) as r:
+            return int(r.exists(key))
+
+    async def run_async() -> list[Any]:
+        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+        limiter = AsyncRateLimiter(client, Limit("tokenbucket", 5, rate=0.001, name="m"), key=lambda request: request)
+        key = "ratelimit:{mover-async}:m"
+        await limiter.check("mover-async")
+        port = move(key)
+        checked = await limiter.check("mover-async")
+        held = holds(port, key)
+        move(key)
+        peeked = await limiter.peek("mover-async")
+        await client.aclose()
+        return [checked.limits[0].remaining if checked else None, held, peeked.limits[0].remaining if peeked else None]
+
     limiter = RateLimiter(rc, Limit("tokenbucket", 5, rate=0.001, name="m"), key=lambda request: request)
     assert limiter.check("mover") is not None
+    port = move("ratelimit:{mover}:m")
+    checked = limiter.check("mover")
+    assert checked is not None and (checked.allowed, checked.limits[0].remaining) == (True, 4)
+    assert holds(port, "ratelimit:{mover}:m") == 1
     move("ratelimit:{mover}:m")
     peeked = limiter.peek("mover")
-    assert peeked is not None and peeked.limits[0].remaining == 4
-    decision = limiter.check("mover")
-    assert decision is not None and (decision.allowed, decision.limits[0].remaining) == (True, 4)
-    first, second = asyncio.run(check_async())
-    assert (first.limits[0].remaining, second.limits[0].remaining) == (4, 4)
-    for key, port in moved_to.items():
-        with redis.Redis(port=port) as r:
-            assert r.exists(key) == 1, key
+    assert peeked is not None and peeked.limits[0].remaining == 4  # fresh there, as if it took 1
+    assert asyncio.run(run_async()) == [4, 1, 4]
 
 
 def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisCluster) -> None:

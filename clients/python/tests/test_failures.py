@@ -111,8 +111,8 @@ def test_busy_and_clusterdown_replies_mean_unavailable() -> None:
                 admin.script_kill()
             script.wait(5)
         closed = RateLimiter(redis.Redis(port=no_slots.port), LIMIT, key=lambda request: "k", fail_open=False)
-        # RL.PEEK: the module does not declare RL.MULTI's keys to cluster
-        # routing today, so a node runs it whatever the slot (see the README).
+        with pytest.raises(RateLimiterUnavailable, match="Hash slot not served"):
+            closed.check()
         with pytest.raises(RateLimiterUnavailable, match="Hash slot not served"):
             closed.peek()
     finally:
