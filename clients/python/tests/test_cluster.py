@@ -23,6 +23,15 @@ def cluster_call(node: Server, *args: object) -> Any:
         return r.execute_command("CLUSTER", *args)
 
 
+def multi_calls(cluster: Cluster) -> int:
+    """RL.MULTI calls so far, all nodes (the module's INFO counters)."""
+    total = 0
+    for node in cluster.nodes:
+        with node.client() as r:
+            total += int(r.info("ratelimit")["ratelimit_multi"]["calls"])
+    return total
+
+
 def limits() -> list[Limit]:
     return [
         Limit("fixedwindow", 2, window=1_000_000, name="per-user", key=lambda request: f"user:{request}"),
@@ -33,8 +42,11 @@ def limits() -> list[Limit]:
 
 def test_sync_cluster_client(rc: redis.cluster.RedisCluster, cluster: Cluster) -> None:
     limiter = RateLimiter(rc, limits())
+    before = multi_calls(cluster)
     outcomes = [limiter.check(f"u{i % 30}") for i in range(60)]
     assert all(d is not None and d.allowed for d in outcomes)
+    # Two partition keys a request: two RL.MULTI, the user's two limits in one.
+    assert multi_calls(cluster) - before == 60 * 2
     holding = [n.client().dbsize() for n in cluster.nodes]
     assert sum(holding) == 30 * 2 + 1 and all(count > 0 for count in holding), holding
 

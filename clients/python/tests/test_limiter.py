@@ -43,7 +43,9 @@ LIMITS = [
 
 def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
     limiter = RateLimiter(r, LIMITS, key=key)
+    calls = int(r.info("ratelimit")["ratelimit_multi"]["calls"])
     first = limiter.check(("alice", 1))
+    assert int(r.info("ratelimit")["ratelimit_multi"]["calls"]) == calls + 1  # both limits, one RL.MULTI
     assert first is not None and first.allowed and first.retry_after_ms == 0
     burst, daily = first.limits
     assert (burst.name, burst.key, burst.remaining, burst.limit, burst.retry_after_ms, burst.reset_after_ms, burst.cost) == (

@@ -18,6 +18,7 @@ class Charge:
     key: str
     cost: int
     limit: int  # the spec's, or what its function gave for this request
+    partition: str = ""  # the key function's answer: limits sharing it share a slot
 
     def spec_args(self) -> list[str]:
         return [self.spec.algorithm.upper(), str(self.limit), number_text(self.spec.parameter)]

@@ -92,7 +92,7 @@ class _Core:
             limit.check_fill_time(name, size)
         except ConfigurationError as error:
             raise ValueError(str(error)) from None
-        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units, size)
+        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units, size, partition)
 
     @staticmethod
     def groups(client: object, charges: list[Charge]) -> list[list[Charge]]:
@@ -102,7 +102,7 @@ class _Core:
             return [charges]
         by_partition: dict[str, list[Charge]] = {}
         for charge in charges:
-            by_partition.setdefault(charge.key[charge.key.index("{"):], []).append(charge)
+            by_partition.setdefault(charge.partition, []).append(charge)
         return list(by_partition.values())
 
     @staticmethod
