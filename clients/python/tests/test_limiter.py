@@ -80,6 +80,8 @@ def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
     # Denied: the daily limit took nothing either.
     assert peek_remaining(r, "RL.PEEK", "ratelimit:{alice}:daily", "SLIDINGLOG", "5", "100000", "*", "0") == 3
 
+    assert limiter.refund(denied)  # a denied request took nothing: nothing to give back
+    assert peek_remaining(r, "RL.PEEK", "ratelimit:{alice}:daily", "SLIDINGLOG", "5", "100000", "*", "0") == 3
     assert limiter.refund(second)
     # The refund gave burst its 2 back (0 -> 2) and daily its 1 (3 -> 4).
     # RL.PEEK replies as if the units were taken: 2 - 2 and 4 - 1 would remain.

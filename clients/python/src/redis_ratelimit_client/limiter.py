@@ -96,8 +96,8 @@ class _Core:
 
     @staticmethod
     def groups(client: object, charges: list[Charge]) -> list[list[Charge]]:
-        """One RL.MULTI for all; on a cluster one per partition key (the
-        braces of each key), since the keys of one call must share a slot."""
+        """One RL.MULTI for all; on a cluster one per partition key (the part
+        of the Redis key in braces), since the keys of one call must share a slot."""
         if not transport.is_cluster(client):
             return [charges]
         by_partition: dict[str, list[Charge]] = {}
@@ -115,8 +115,11 @@ class _Core:
 
     def units(self, decision: Decision, units: Units) -> list[tuple[LimitResult, int]]:
         """What a refund gives back: each limit's cost, or `units` (one number
-        for all, or a number per policy name)."""
+        for all, or a number per policy name). Nothing for a denied decision:
+        it took nothing."""
         out: list[tuple[LimitResult, int]] = []
+        if not decision.allowed:
+            return out
         for r in decision.limits:
             if units is None:
                 n = r.cost
