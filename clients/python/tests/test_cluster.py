@@ -136,3 +136,55 @@ def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisClust
     for name, spec in (("per-user", ["FIXEDWINDOW", "2", "1000000"]), ("per-user-log", ["SLIDINGLOG", "10", "1000000"])):
         assert rc.exists(f"ratelimit:{{user:erin}}:{name}") == 0, name  # given back: fresh again, so no key
         assert peek_remaining(rc, "RL.PEEK", f"ratelimit:{{user:erin}}:{name}", *spec, "*", "0") == int(spec[1])
+
+
+def test_a_migrating_slot_is_followed_with_asking(rc: redis.cluster.RedisCluster, cluster: Cluster) -> None:
+    """Mid-resharding: the slot is MIGRATING from its owner, IMPORTING on
+    the target, and the limiter's key has been migrated already. The owner
+    answers ASK; the limiter sends ASKING and the command to the target,
+    which holds the key: the check goes on from the migrated state."""
+
+    def migrate(key: str) -> int:
+        slot = cluster_call(cluster.nodes[0], "KEYSLOT", key)
+        owner = next(n for n in cluster.nodes if cluster_call(n, "COUNTKEYSINSLOT", slot) == 1)
+        target = next(n for n in cluster.nodes if n is not owner)
+        owner_id, target_id = (cluster_call(n, "MYID") for n in (owner, target))
+        cluster_call(target, "SETSLOT", slot, "IMPORTING", owner_id)
+        cluster_call(owner, "SETSLOT", slot, "MIGRATING", target_id)
+        with owner.client() as r:
+            r.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key)
+        finishing.append((slot, target_id, target, owner))
+        return target.port
+
+    def finish() -> None:
+        for slot, target_id, target, owner in finishing:
+            for node in [target, owner, *(n for n in cluster.nodes if n not in (owner, target))]:
+                cluster_call(node, "SETSLOT", slot, "NODE", target_id)
+
+    async def run_async() -> list[Any]:
+        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+        limiter = AsyncRateLimiter(client, Limit("tokenbucket", 5, rate=0.001, name="m"), key=lambda request: request)
+        await limiter.check("asker-async")
+        port = migrate("ratelimit:{asker-async}:m")
+        checked = await limiter.check("asker-async")
+        await client.aclose()
+        held = importing_holds(port, "ratelimit:{asker-async}:m")
+        return [checked.limits[0].remaining if checked else None, held]
+
+    def importing_holds(port: int, key: str) -> int:
+        """EXISTS on a node importing the key's slot (ASKING first, on one connection)."""
+        with redis.Redis(port=port, single_connection_client=True) as r:
+            r.execute_command("ASKING")
+            return int(r.exists(key))
+
+    finishing: list[Any] = []
+    try:
+        limiter = RateLimiter(rc, Limit("tokenbucket", 5, rate=0.001, name="m"), key=lambda request: request)
+        assert limiter.check("asker") is not None
+        port = migrate("ratelimit:{asker}:m")
+        checked = limiter.check("asker")
+        assert checked is not None and (checked.allowed, checked.limits[0].remaining) == (True, 3)
+        assert importing_holds(port, "ratelimit:{asker}:m") == 1
+        assert asyncio.run(run_async()) == [3, 1]
+    finally:
+        finish()

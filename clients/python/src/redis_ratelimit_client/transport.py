@@ -8,15 +8,16 @@ still waiting in Redis (e.g. under CLIENT PAUSE) is dropped with it; the
 next call opens a fresh connection.
 
 On a cluster the command goes to the node owning its first key's slot; a
-MOVED or ASK reply (the command did not run there) refreshes the slot map
-and sends it once more."""
+MOVED reply (the command did not run there) refreshes the slot map and
+sends it once more; an ASK (the slot is being migrated and the key has left
+already) sends it once to the importing node, after ASKING."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import weakref
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import redis
 import redis.asyncio
@@ -120,9 +121,12 @@ class _OwnConnections:
 _own = _OwnConnections()
 
 
-def _send_sync(pool: Any, args: list[str], timeout: float) -> Any:
+def _send_sync(pool: Any, args: list[str], timeout: float, asking: bool = False) -> Any:
     connection = _own.take(pool, timeout)
     try:
+        if asking:  # the slot is being imported there: ASKING lets the next command in
+            connection.send_command("ASKING")
+            connection.read_response()
         connection.send_command(*args)
         reply = connection.read_response()
     except ResponseError:
@@ -135,23 +139,40 @@ def _send_sync(pool: Any, args: list[str], timeout: float) -> Any:
     return reply
 
 
+def _sync_node(cluster: Any, key: str, ask: Optional[AskError]) -> Any:
+    """The node to send to: the slot's owner, or where an ASK pointed."""
+    if ask is None:
+        return cluster.get_node_from_key(key)
+    node = cluster.get_node(host=ask.host, port=ask.port)
+    if node is None:
+        cluster.nodes_manager.initialize()
+        node = cluster.get_node(host=ask.host, port=ask.port)
+    if node is None:
+        raise Unavailable(f"ASK to {ask.host}:{ask.port}, a node the cluster does not list")
+    return node
+
+
 def call_sync(client: SyncClient, args: list[str], timeout: float) -> Any:
     """The reply to `args`; ResponseError for an error reply; Unavailable
     when Redis is unreachable or does not answer within `timeout` seconds."""
     try:
+        ask: Optional[AskError] = None
         for attempt in (1, 2):
             if isinstance(client, redis.cluster.RedisCluster):
                 cluster: Any = client
-                node = cluster.get_node_from_key(args[_first_key(args)])
+                node = _sync_node(cluster, args[_first_key(args)], ask)
                 pool: Any = cluster.get_redis_connection(node).connection_pool
             else:
                 pool = client.connection_pool
             try:
-                return _send_sync(pool, args, timeout)
-            except (MovedError, AskError):
+                return _send_sync(pool, args, timeout, asking=ask is not None)
+            except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
                 if attempt == 2 or not isinstance(client, redis.cluster.RedisCluster):
                     raise
-                client.nodes_manager.initialize()
+                if isinstance(redirect, MovedError):
+                    client.nodes_manager.initialize()
+                else:
+                    ask = redirect
     except RedisError as error:
         if unavailable(error):
             raise Unavailable(str(error) or type(error).__name__) from error
@@ -177,19 +198,27 @@ async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str]) -
 
 
 async def _send_async_cluster(client: Any, args: list[str]) -> Any:
+    ask: Optional[AskError] = None
     for attempt in (1, 2):
         await client.initialize()
-        node = client.get_node_from_key(args[_first_key(args)])
+        key = args[_first_key(args)]
+        node = client.get_node_from_key(key) if ask is None else client.get_node(host=ask.host, port=ask.port)
         if node is None:
-            raise Unavailable(f"no node serves the slot of {args[_first_key(args)]!r}")
+            raise Unavailable(f"no node serves the slot of {key!r}" if ask is None else f"ASK to {ask.host}:{ask.port}, an unknown node")
         connection = node.acquire_connection()
         try:
+            if ask is not None:  # the slot is being imported there: ASKING lets the next command in
+                await connection.send_command("ASKING")
+                await connection.read_response()
             await connection.send_command(*args)
             return await connection.read_response()
-        except (MovedError, AskError):
+        except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
             if attempt == 2:
                 raise
-            await client.nodes_manager.initialize()
+            if isinstance(redirect, MovedError):
+                await client.nodes_manager.initialize()
+            else:
+                ask = redirect
         except ResponseError:
             raise
         except BaseException:
