@@ -11,7 +11,7 @@ from flask import Flask, g
 from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.flask import FlaskRateLimit
 from servers import Server
-from web import check_scenario, get, serve_wsgi
+from web import check_scenario, get, rate_headers, serve_wsgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -68,13 +68,24 @@ def test_flask_extension_and_decorator(own_server: Server) -> None:
 def test_flask_handler_replaces_the_denial(own_server: Server) -> None:
     app = Flask(__name__)
     limiter = RateLimiter(redis.Redis(port=own_server.port), LIMIT, key=by_ip(trusted_proxies=1))
-    FlaskRateLimit(app, limiter, handler=lambda request, decision: ({"wait_ms_positive": decision.retry_after_ms > 0, "path": request.path}, 429))
+    FlaskRateLimit(
+        app, limiter,
+        handler=lambda request, decision: ({"wait_ms_positive": decision.retry_after_ms > 0, "path": request.path}, 429),
+        skip=lambda request: request.path == "/health",
+    )
 
     @app.get("/ok")
     def ok() -> str:
         return "ok"
 
+    @app.get("/health")
+    def health() -> str:
+        return "fine"
+
     with serve_wsgi(app) as port:
+        for _ in range(3):
+            status, headers, body = get(port, "/health", "192.0.2.9")
+            assert (status, body, rate_headers(headers)) == (200, "fine", {})
         assert [get(port, "/ok", "192.0.2.9")[0] for _ in range(2)] == [200, 200]
         status, headers, body = get(port, "/ok", "192.0.2.9")
         assert (status, body) == (429, {"path": "/ok", "wait_ms_positive": True})
