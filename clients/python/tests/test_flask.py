@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import pytest
@@ -89,3 +90,23 @@ def test_flask_handler_replaces_the_denial(own_server: Server) -> None:
         assert [get(port, "/ok", "192.0.2.9")[0] for _ in range(2)] == [200, 200]
         status, headers, body = get(port, "/ok", "192.0.2.9")
         assert (status, body) == (429, {"path": "/ok", "wait_ms_positive": True})
+
+
+def test_flask_throttle_paces_a_leaky_bucket(own_server: Server) -> None:
+    app = Flask(__name__)
+    limiter = RateLimiter(redis.Redis(port=own_server.port), Limit("leakybucket", 3, rate=5), key=by_ip(trusted_proxies=1))
+    FlaskRateLimit(app, limiter, throttle=True)
+
+    @app.get("/work")
+    def work() -> str:
+        return "done"
+
+    with serve_wsgi(app) as port:
+        times = []
+        for _ in range(2):
+            started = time.monotonic()
+            status, headers, body = get(port, "/work", "192.0.2.10")
+            times.append(time.monotonic() - started)
+            assert (status, body, headers["ratelimit-policy"]) == (200, "done", '"default";q=3;w=1')
+        # The second request waited its place in the queue (1/rate = 200 ms) before running.
+        assert times[0] < 0.15 and times[1] >= 0.19, times
