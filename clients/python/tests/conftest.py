@@ -1,47 +1,49 @@
-"""A real redis-server with the module loaded, on a free port."""
+"""Fixtures: one redis-server with the module and one 3-primary cluster for
+the whole run (started here, stopped at the end); each test gets clean
+databases and its own clients."""
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-from pathlib import Path
+from __future__ import annotations
+
+from typing import Any, Iterator
 
 import pytest
 import redis
+import redis.cluster
 
-ROOT = Path(__file__).resolve().parents[3]
-MODULE = os.environ.get("RATELIMIT_MODULE", str(ROOT / "target/release/libredis_ratelimit.so"))
+from servers import Cluster, Server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.remove()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    c = Cluster()
+    yield c
+    c.remove()
 
 
 @pytest.fixture
-def client():
-    port, folder = free_port(), tempfile.mkdtemp(prefix="ratelimit-py-")
-    server = subprocess.Popen(
-        [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", folder, "--loadmodule", MODULE],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    connection = redis.Redis(port=port, decode_responses=True)
-    try:
-        for _ in range(200):
-            try:
-                connection.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.025)
-        else:
-            raise RuntimeError(f"redis-server with {MODULE} did not start")
-        yield connection
-    finally:
-        connection.close()
-        server.kill()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+def r(server: Server) -> Iterator[redis.Redis]:
+    """A sync client on the clean standalone server."""
+    if server.process is None:
+        server.start()
+    client = redis.Redis(port=server.port, decode_responses=True)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def rc(cluster: Cluster) -> Iterator["redis.cluster.RedisCluster"]:
+    """A sync cluster client on the clean cluster."""
+    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0], decode_responses=True)
+    for node in cluster.nodes:
+        with node.client() as n:
+            n.flushall()
+    yield client
+    client.close()

@@ -1,0 +1,64 @@
+"""The module's commands as argument lists, and their replies as results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .decision import LimitResult
+from .limits import Limit, number_text
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One limit applied to one request: its Redis key and its cost."""
+
+    spec: Limit
+    name: str
+    key: str
+    cost: int
+    limit: int  # the spec's, or what its function gave for this request
+    partition: str = ""  # the key function's answer: limits sharing it share a slot
+
+    def spec_args(self) -> list[str]:
+        return [self.spec.algorithm.upper(), str(self.limit), number_text(self.spec.parameter)]
+
+
+def multi_args(charges: Sequence[Charge]) -> list[str]:
+    """RL.MULTI numkeys key... now ALGORITHM a b n ...; `now` is the server's clock."""
+    args = ["RL.MULTI", str(len(charges)), *(c.key for c in charges), "*"]
+    for charge in charges:
+        args += [*charge.spec_args(), str(charge.cost)]
+    return args
+
+
+def peek_args(charge: Charge) -> list[str]:
+    return ["RL.PEEK", charge.key, *charge.spec_args(), "*", str(charge.cost)]
+
+
+def refund_args(charge: Charge, units: int) -> list[str]:
+    return ["RL.REFUND", charge.key, *charge.spec_args(), "*", str(units)]
+
+
+def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
+    """A limit's reply fields, [allowed, remaining, limit, retry_after_ms,
+    reset_after_ms (, delay_ms)], named."""
+    numbers = [int(x) for x in fields]
+    return LimitResult(
+        name=charge.name,
+        key=charge.key,
+        algorithm=charge.spec.algorithm,
+        allowed=numbers[0] == 1,
+        remaining=numbers[1],
+        limit=numbers[2],
+        retry_after_ms=numbers[3],
+        reset_after_ms=numbers[4],
+        delay_ms=numbers[5] if len(numbers) > 5 else None,
+        cost=charge.cost,
+        spec=charge.spec,
+    )
+
+
+def multi_results(charges: Sequence[Charge], reply: Sequence[Any]) -> tuple[bool, int, list[LimitResult]]:
+    """RL.MULTI's reply: [allowed, retry_after_ms, [fields of limit 1], ...]."""
+    return int(reply[0]) == 1, int(reply[1]), [result(c, f) for c, f in zip(charges, reply[2:])]

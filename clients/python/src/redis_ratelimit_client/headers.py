@@ -1,0 +1,74 @@
+"""A decision as HTTP: the RateLimit-Policy and RateLimit fields of
+draft-ietf-httpapi-ratelimit-headers, Retry-After, and the bodies of a 429
+and a 503. docs/clients.md says what each value is and why; the Node
+client sends the same."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import http_sf
+from http_sf.types import BareItemType, ListType
+
+from .decision import Decision, LimitResult
+
+SF_MAX = 999_999_999_999_999  # Structured Fields Integers stop at 15 digits
+
+DEFAULT_MESSAGE = "Rate limit exceeded. Please try again later."
+NEVER_MESSAGE = "This request costs more than the rate limit allows in total; it can never be admitted."
+UNAVAILABLE_BODY: dict[str, str] = {"error": "rate_limiter_unavailable"}
+
+Body = dict[str, Union[str, int, None]]
+
+
+def seconds(ms: int) -> int:
+    """Whole seconds, rounded up."""
+    return math.ceil(ms / 1000)
+
+
+def reset_seconds(result: LimitResult, decision: Decision) -> Optional[int]:
+    """The draft's `t`: seconds until more quota is available, or None when
+    none will come (the limiter is fresh, or it can never admit)."""
+    if not decision.allowed and not result.allowed:
+        return None if result.retry_after_ms == -1 else seconds(decision.retry_after_ms)
+    if result.reset_after_ms <= 0:
+        return None
+    if result.spec.is_bucket:
+        # Units come back continuously: the next whole one is
+        # (limit - remaining - 1) / rate before full. The reply's reset is
+        # rounded up to a millisecond: take that back.
+        next_unit = (result.reset_after_ms - 1) / 1000 - (result.limit - result.remaining - 1) / result.spec.parameter
+        return max(0, math.ceil(next_unit))
+    # Fixed window: its end. Sliding window and log: when fresh, an upper bound.
+    return seconds(result.reset_after_ms)
+
+
+def rate_limit_headers(decision: Decision) -> dict[str, str]:
+    """RateLimit-Policy and RateLimit, one member per limit in the
+    limiter's order, and Retry-After on a denial that can pass later."""
+    policies: ListType = []
+    states: ListType = []
+    for result in decision.limits:
+        policy: dict[str, BareItemType] = {"q": min(result.limit, SF_MAX)}
+        if result.spec.quota_unit != "requests":
+            policy["qu"] = result.spec.quota_unit
+        policy["w"] = result.spec.window_seconds(result.limit)
+        policies.append((result.name, policy))
+        state: dict[str, BareItemType] = {"r": min(result.remaining, SF_MAX)}
+        t = reset_seconds(result, decision)
+        if t is not None:
+            state["t"] = min(t, SF_MAX)
+        states.append((result.name, state))
+    headers = {"RateLimit-Policy": http_sf.ser(policies), "RateLimit": http_sf.ser(states)}
+    if not decision.allowed and decision.retry_after_ms >= 0:
+        headers["Retry-After"] = str(seconds(decision.retry_after_ms))
+    return headers
+
+
+def denied_body(decision: Decision, message: str = DEFAULT_MESSAGE) -> Body:
+    """The JSON body of a 429 (the seed's); `message` replaces the default
+    one of a denial that can pass later."""
+    if decision.never_allowed:
+        return {"error": "rate_limit_exceeded", "message": NEVER_MESSAGE, "retry_after_seconds": None}
+    return {"error": "rate_limit_exceeded", "message": message, "retry_after_seconds": seconds(decision.retry_after_ms)}

@@ -1,0 +1,144 @@
+"""A limit: one algorithm, its two parameters, a cost, a partition key and
+a policy name. Every option is checked here, when the limit is made, so a
+typo or a bad number raises at setup and never disables limiting."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Literal, Optional, Union
+
+Algorithm = Literal["tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog"]
+ALGORITHMS: tuple[Algorithm, ...] = ("tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog")
+BUCKETS = ("tokenbucket", "leakybucket")
+QuotaUnit = Literal["requests", "content-bytes", "concurrent-requests"]
+QUOTA_UNITS = ("requests", "content-bytes", "concurrent-requests")
+MAX_INT = 2**53 - 1  # the module's largest capacity, limit and n
+
+#: A function of the request (whatever object the integration passes); may be async.
+KeyFunction = Callable[[Any], Union[str, Awaitable[str]]]
+CostFunction = Callable[[Any], Union[int, Awaitable[int]]]
+QuotaFunction = Callable[[Any], Union[int, Awaitable[int]]]  # a limit per request (per plan)
+
+
+class ConfigurationError(ValueError):
+    """A bad option, raised when the limiter is made; the message starts
+    with the option's path, e.g. `limits[0].rate: required for tokenbucket`."""
+
+
+def check_integer(path: str, value: object, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INT:
+        raise ConfigurationError(f"{path}: must be an integer from {low} to {MAX_INT} (got {value!r})")
+    return value
+
+
+def _check_number(path: str, value: object, low: float, high: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigurationError(f"{path}: must be a number {what} (got {value!r})")
+    if not low <= value <= high:
+        raise ConfigurationError(f"{path}: must be a number {what} (got {value!r})")
+    return float(value)
+
+
+def check_name(path: str, name: object) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= 64 or any(not " " <= c <= "~" for c in name):
+        raise ConfigurationError(f"{path}: must be 1 to 64 printable ASCII characters (got {name!r})")
+    return name
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit. `limit` is the bucket's capacity or the window's limit;
+    buckets take `rate` (units per second), windows take `window` (seconds)."""
+
+    algorithm: Algorithm = "tokenbucket"
+    limit: Union[int, QuotaFunction] = None  # type: ignore[assignment]  # required: checked in validated()
+    rate: Optional[float] = None
+    window: Optional[float] = None
+    cost: Union[int, CostFunction] = 1
+    key: Optional[KeyFunction] = None
+    name: Optional[str] = None
+    quota_unit: QuotaUnit = "requests"
+
+    def validated(self, path: str) -> Limit:
+        """This limit, or a ConfigurationError naming the bad option."""
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigurationError(f"{path}.algorithm: must be one of {', '.join(ALGORITHMS)} (got {self.algorithm!r})")
+        if self.limit is None:
+            raise ConfigurationError(f"{path}.limit: required")
+        if not callable(self.limit):
+            check_integer(f"{path}.limit", self.limit, 1)
+        if self.algorithm in BUCKETS:
+            if self.window is not None:
+                raise ConfigurationError(f"{path}.window: not an option of {self.algorithm} (it takes rate)")
+            if self.rate is None:
+                raise ConfigurationError(f"{path}.rate: required for {self.algorithm} (units per second)")
+            _check_number(f"{path}.rate", self.rate, 1e-6, 1e12, "from 0.000001 to 1e12")
+            if not callable(self.limit):
+                self.check_fill_time(path, self.limit)
+        else:
+            if self.rate is not None:
+                raise ConfigurationError(f"{path}.rate: not an option of {self.algorithm} (it takes window)")
+            if self.window is None:
+                raise ConfigurationError(f"{path}.window: required for {self.algorithm} (seconds)")
+            _check_number(f"{path}.window", self.window, 0.001, 1e12, "of seconds from 0.001 to 1e12")
+        if not callable(self.cost):
+            check_integer(f"{path}.cost", self.cost, 0)
+        if self.key is not None and not callable(self.key):
+            raise ConfigurationError(f"{path}.key: must be a function of the request (got {self.key!r})")
+        if self.name is not None:
+            check_name(f"{path}.name", self.name)
+        if self.quota_unit not in QUOTA_UNITS:
+            raise ConfigurationError(f"{path}.quota_unit: must be one of {', '.join(QUOTA_UNITS)} (got {self.quota_unit!r})")
+        return self
+
+    @property
+    def is_bucket(self) -> bool:
+        return self.algorithm in BUCKETS
+
+    @property
+    def parameter(self) -> float:
+        """The second number of the limit spec: rate or window."""
+        value = self.rate if self.is_bucket else self.window
+        assert value is not None  # validated
+        return value
+
+    def check_fill_time(self, path: str, limit: int) -> None:
+        if self.is_bucket and limit / self.parameter > 1e12:
+            raise ConfigurationError(f"{path}.rate: limit / rate must be at most 1e12 seconds")
+
+    def window_seconds(self, limit: int) -> int:
+        """The draft's `w` for this limit's quota `limit`: whole seconds, at
+        least 1 (a bucket: the time an empty one takes to refill)."""
+        seconds = limit / self.parameter if self.is_bucket else self.parameter
+        return max(1, math.ceil(seconds))
+
+    def has_async_functions(self) -> bool:
+        return any(inspect.iscoroutinefunction(f) for f in (self.cost, self.key, self.limit) if callable(f))
+
+
+def number_text(value: float) -> str:
+    """A decimal as the module reads it: at most six decimals, no exponent."""
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def token_bucket(limit: int, rate: float, **options: Any) -> Limit:
+    return Limit("tokenbucket", limit, rate=rate, **options)
+
+
+def leaky_bucket(limit: int, rate: float, **options: Any) -> Limit:
+    return Limit("leakybucket", limit, rate=rate, **options)
+
+
+def fixed_window(limit: int, window: float, **options: Any) -> Limit:
+    return Limit("fixedwindow", limit, window=window, **options)
+
+
+def sliding_window(limit: int, window: float, **options: Any) -> Limit:
+    return Limit("slidingwindow", limit, window=window, **options)
+
+
+def sliding_log(limit: int, window: float, **options: Any) -> Limit:
+    return Limit("slidinglog", limit, window=window, **options)

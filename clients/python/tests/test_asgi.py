@@ -1,0 +1,171 @@
+"""The ASGI middleware under Starlette and Litestar, and the FastAPI
+dependency, served by uvicorn over real HTTP."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import pytest
+import redis
+import redis.asyncio
+from fastapi import Depends, FastAPI
+from fastapi.responses import PlainTextResponse
+from litestar import Litestar
+from litestar import get as litestar_get
+from litestar.middleware import DefineMiddleware
+from litestar.response import Response as LitestarResponse
+from starlette.applications import Starlette
+from starlette.authentication import SimpleUser, UnauthenticatedUser
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_user
+from redis_ratelimit_client.asgi import RateLimitMiddleware
+from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, rate_limit_exceeded_handler
+from servers import Server
+from web import check_scenario, get, rate_headers, serve_asgi
+
+LIMIT = Limit("tokenbucket", 2, rate=0.001)
+
+
+def skip_free(scope: Any) -> bool:
+    return bool(scope["path"] == "/free")
+
+
+def limiter(server: Server, fail_open: bool) -> AsyncRateLimiter:
+    return AsyncRateLimiter(redis.asyncio.Redis(port=server.port), LIMIT, key=by_ip(trusted_proxies=1), fail_open=fail_open)
+
+
+@pytest.fixture
+def own_server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.remove()
+
+
+def starlette_app(server: Server, fail_open: bool) -> Starlette:
+    async def ok(request: Request) -> Response:
+        assert isinstance(request.state.rate_limit, Decision) or request.url.path == "/free" or fail_open
+        return Response("ok", media_type="text/plain")
+
+    async def fail(request: Request) -> Response:
+        return Response("bad", status_code=400, media_type="text/plain")
+
+    app = Starlette(routes=[Route("/ok", ok), Route("/fail", fail), Route("/free", ok)])
+    app.add_middleware(RateLimitMiddleware, limiter=limiter(server, fail_open), skip=skip_free, skip_failed_requests=True)
+    return app
+
+
+def test_starlette_middleware(own_server: Server) -> None:
+    with serve_asgi(starlette_app(own_server, True)) as open_port, serve_asgi(starlette_app(own_server, False)) as closed_port:
+        check_scenario(open_port, closed_port, own_server)
+
+
+def litestar_app(server: Server, fail_open: bool) -> Litestar:
+    @litestar_get("/ok", media_type="text/plain")
+    async def ok() -> str:
+        return "ok"
+
+    @litestar_get("/free", media_type="text/plain")
+    async def free() -> str:
+        return "ok"
+
+    @litestar_get("/fail", media_type="text/plain")
+    async def fail() -> LitestarResponse[str]:
+        return LitestarResponse("bad", status_code=400, media_type="text/plain")
+
+    middleware = DefineMiddleware(RateLimitMiddleware, limiter=limiter(server, fail_open), skip=skip_free, skip_failed_requests=True)
+    return Litestar(route_handlers=[ok, free, fail], middleware=[middleware])
+
+
+def test_litestar_middleware(own_server: Server) -> None:
+    with serve_asgi(litestar_app(own_server, True)) as open_port, serve_asgi(litestar_app(own_server, False)) as closed_port:
+        check_scenario(open_port, closed_port, own_server)
+
+
+def fastapi_app(server: Server, fail_open: bool) -> FastAPI:
+    """Per-route dependency for /ok and /free-less routes; refunds of failed
+    requests come from the middleware, so /fail is limited by the middleware."""
+    app = FastAPI()
+    app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
+    limit = RateLimit(limiter(server, fail_open))
+
+    @app.get("/ok", response_class=PlainTextResponse)
+    async def ok(decision: Decision | None = Depends(limit)) -> str:
+        assert decision is not None or fail_open
+        return "ok"
+
+    @app.get("/free", response_class=PlainTextResponse)
+    async def free() -> str:
+        return "ok"
+
+    failing = FastAPI()
+
+    @failing.get("/", response_class=PlainTextResponse, status_code=400)
+    async def fail() -> str:
+        return "bad"
+
+    failing.add_middleware(RateLimitMiddleware, limiter=limiter(server, fail_open), skip_failed_requests=True)
+    app.mount("/fail", failing)
+    return app
+
+
+def test_fastapi_dependency(own_server: Server) -> None:
+    with serve_asgi(fastapi_app(own_server, True)) as open_port, serve_asgi(fastapi_app(own_server, False)) as closed_port:
+        # FastAPI redirects /fail to /fail/: follow it by asking for /fail/ in the scenario.
+        status, _, _ = get(open_port, "/fail/", "198.51.100.1")
+        assert status == 400
+        check_scenario(open_port, closed_port, own_server, fail_path="/fail/")
+
+
+def signed_in(app: Any) -> Any:
+    """A stand-in auth middleware: `Authorization: <name>` signs in as <name>."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        name = dict(scope.get("headers", [])).get(b"authorization")
+        scope["user"] = SimpleUser(name.decode()) if name else UnauthenticatedUser()
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def test_throttle_by_user_and_refunds_of_successes(own_server: Server) -> None:
+    async def ok(request: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def fail(request: Request) -> Response:
+        return Response("bad", status_code=400, media_type="text/plain")
+
+    paced = Starlette(routes=[Route("/", ok)])
+    paced.add_middleware(
+        RateLimitMiddleware,
+        limiter=AsyncRateLimiter(redis.asyncio.Redis(port=own_server.port), Limit("leakybucket", 3, rate=5), key=by_user()),
+        throttle=True,
+    )
+    quiet = Starlette(routes=[Route("/ok", ok), Route("/fail", fail)])
+    quiet.add_middleware(
+        RateLimitMiddleware,
+        limiter=AsyncRateLimiter(redis.asyncio.Redis(port=own_server.port), Limit("tokenbucket", 1, rate=0.001), key=by_ip(trusted_proxies=1)),
+        skip_successful_requests=True, headers=False, message="Slow down.",
+    )
+    with serve_asgi(signed_in(paced)) as paced_port, serve_asgi(quiet) as quiet_port:
+        times = []
+        for user in ("alice", "alice", "bob"):
+            started = time.monotonic()
+            status, headers, _ = get(paced_port, "/", "203.0.113.1", {"Authorization": user})
+            times.append(time.monotonic() - started)
+            assert (status, headers["ratelimit-policy"]) == (200, '"default";q=3;w=1')
+        # alice's second request waited its place in the queue (1/rate = 200 ms); bob's did not.
+        assert times[1] >= 0.19 and times[0] < 0.15 and times[2] < 0.15, times
+        with redis.Redis(port=own_server.port) as r:
+            assert sorted(r.keys()) == [b"ratelimit:{user:alice}:default", b"ratelimit:{user:bob}:default"]
+
+        for _ in range(3):  # successes give their unit back
+            status, headers, body = get(quiet_port, "/ok", "203.0.113.5")
+            assert (status, body, rate_headers(headers)) == (200, "ok", {})
+        assert get(quiet_port, "/fail", "203.0.113.5")[0] == 400
+        status, headers, body = get(quiet_port, "/fail", "203.0.113.5")
+        assert (status, rate_headers(headers)) == (429, {"retry-after": "1000"})  # headers=False: no IETF fields
+        assert body == {"error": "rate_limit_exceeded", "message": "Slow down.", "retry_after_seconds": 1000}

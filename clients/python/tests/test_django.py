@@ -1,0 +1,93 @@
+"""The Django middleware and its per-view decorator, served by Werkzeug's
+WSGI server over real HTTP."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import django
+import pytest
+import redis
+from django.conf import settings
+from django.core.handlers.wsgi import WSGIHandler
+from django.http import HttpRequest, HttpResponse
+from django.test.utils import override_settings
+from django.urls import path
+
+from redis_ratelimit_client import Limit, RateLimiter, by_ip
+from redis_ratelimit_client.django import rate_limit
+from servers import Server
+from web import check_scenario, get, serve_wsgi
+
+settings.configure(
+    DEBUG=False,
+    ALLOWED_HOSTS=["127.0.0.1"],
+    ROOT_URLCONF=__name__,
+    SECRET_KEY="only-for-these-tests",
+    MIDDLEWARE=["redis_ratelimit_client.django.RateLimitMiddleware"],
+    RATE_LIMIT={},
+)
+django.setup()
+urlpatterns: list[Any] = []
+LIMIT = Limit("tokenbucket", 2, rate=0.001)
+
+
+@pytest.fixture
+def own_server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.remove()
+
+
+def text(body: str, status: int = 200) -> HttpResponse:
+    return HttpResponse(body, status=status, content_type="text/plain")
+
+
+def routes(server: Server) -> list[Any]:
+    search_limiter = RateLimiter(
+        redis.Redis(port=server.port), Limit("fixedwindow", 1, window=1_000_000, name="search"), key=by_ip(trusted_proxies=1)
+    )
+
+    def ok(request: HttpRequest) -> HttpResponse:
+        return text("ok")
+
+    def fail(request: HttpRequest) -> HttpResponse:
+        return text("bad", 400)
+
+    @rate_limit(None)
+    def free(request: HttpRequest) -> HttpResponse:
+        return text("ok")
+
+    @rate_limit(search_limiter)
+    def search(request: HttpRequest) -> HttpResponse:
+        return text("found")
+
+    return [path("ok", ok), path("fail", fail), path("free", free), path("search", search)]
+
+
+def handler(server: Server, fail_open: bool) -> WSGIHandler:
+    limiter = RateLimiter(redis.Redis(port=server.port), LIMIT, key=by_ip(trusted_proxies=1), fail_open=fail_open)
+    with override_settings(RATE_LIMIT={"limiter": limiter, "skip_failed_requests": True}):
+        return WSGIHandler()
+
+
+def test_django_middleware_and_decorator(own_server: Server) -> None:
+    urlpatterns[:] = routes(own_server)
+    with serve_wsgi(handler(own_server, True)) as open_port, serve_wsgi(handler(own_server, False)) as closed_port:
+        status, headers, body = get(open_port, "/search", "192.0.2.1")
+        assert (status, body, headers["ratelimit-policy"]) == (200, "found", '"search";q=1;w=1000000')
+        status, headers, body = get(open_port, "/search", "192.0.2.1")
+        assert (status, body["error"], headers["ratelimit"]) == (429, "rate_limit_exceeded", '"search";r=0;t=' + headers["retry-after"])
+        check_scenario(open_port, closed_port, own_server)
+
+
+def test_django_decorator_without_the_middleware(own_server: Server) -> None:
+    urlpatterns[:] = routes(own_server)
+    with override_settings(MIDDLEWARE=[]):
+        bare = WSGIHandler()
+    with serve_wsgi(bare) as port:
+        assert get(port, "/ok", "192.0.2.7")[0] == 200  # no middleware: only decorated views are limited
+        status, headers, body = get(port, "/search", "192.0.2.7")
+        assert (status, body, headers["ratelimit"]) == (200, "found", '"search";r=0;t=' + headers["ratelimit"].rsplit("=", 1)[1])
+        status, headers, body = get(port, "/search", "192.0.2.7")
+        assert (status, body["error"], headers["retry-after"]) == (429, "rate_limit_exceeded", headers["ratelimit"].rsplit("=", 1)[1])
