@@ -194,3 +194,58 @@ pub fn assert_expires_at_reset(con: &mut redis::Connection, args: &[&str]) -> Ve
     );
     reply
 }
+
+/// Runs a command that must fail; returns the error line as Redis sent it.
+pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    error(con, &args)
+}
+
+/// A replica of `primary`, started now and synchronised (its link is up).
+/// The primary should run with `--repl-diskless-sync-delay 0`.
+pub fn replica_of(primary: &Server) -> Server {
+    let replica = Server::start(&[]);
+    let con = &mut replica.connect();
+    let _: () =
+        redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary.port).query(con).expect("REPLICAOF");
+    wait_for_sync(&replica);
+    replica
+}
+
+/// Waits until a replica's link to its primary is up.
+pub fn wait_for_sync(replica: &Server) {
+    let con = &mut replica.connect();
+    for _ in 0..500 {
+        if info_field(con, "replication", "master_link_status") == "up" {
+            return;
+        }
+        sleep(Duration::from_millis(20));
+    }
+    panic!("replica did not sync:\n{}", replica.log());
+}
+
+/// Waits until no AOF rewrite runs or is scheduled.
+pub fn wait_for_rewrite(con: &mut redis::Connection) {
+    for _ in 0..1000 {
+        if info_field(con, "persistence", "aof_rewrite_in_progress") == "0"
+            && info_field(con, "persistence", "aof_rewrite_scheduled") == "0"
+        {
+            return;
+        }
+        sleep(Duration::from_millis(20));
+    }
+    panic!("the AOF rewrite did not finish");
+}
+
+/// Each key's DUMP and PEXPIRETIME, in the order given.
+pub fn keyspace(
+    con: &mut redis::Connection,
+    keys: &[String],
+) -> Vec<(String, Option<Vec<u8>>, i64)> {
+    keys.iter()
+        .map(|key| {
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).expect("PEXPIRETIME");
+            (key.clone(), dump(con, key), at)
+        })
+        .collect()
+}
