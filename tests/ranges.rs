@@ -311,6 +311,107 @@ fn sliding_log_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String
     ["max", "runs", "zero", "empty"].iter().map(|k| format!("{prefix}{k}")).collect()
 }
 
+const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW \
+                     or SLIDINGLOG, fields that a command could have stored, and optionally \
+                     PXAT unix_ms";
+/// MAX units in pico-units, the fullest bucket.
+const MAX_PICO: &str = "9007199254740991000000000000";
+const MAX_PICO_PLUS_1: &str = "9007199254740991000000000001";
+/// LAST and one past it, in microseconds.
+const LAST_US: &str = "253402300799999999";
+const LAST_US_PLUS_1: &str = "253402300800000000";
+/// The year 3000, in Unix milliseconds.
+const Y3000_MS: &str = "32503680000000";
+
+/// The RL.SETSTATE states at the edges of what a command can store, each
+/// expiring in the year 3000.
+fn setstate_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
+    let states: [(&str, &[&str]); 9] = [
+        ("tb0", &["TOKENBUCKET", "0", "0"]),
+        ("tbmax", &["TOKENBUCKET", MAX_PICO, LAST_US]),
+        ("lb1", &["LEAKYBUCKET", "1", "0"]),
+        ("lbmax", &["LEAKYBUCKET", MAX_PICO, LAST_US]),
+        ("fw", &["FIXEDWINDOW", LAST_US, MAX]),
+        ("sw1", &["SLIDINGWINDOW", "0", "0", "1"]),
+        ("swmax", &["SLIDINGWINDOW", LAST_US, MAX, MAX]),
+        ("sl", &["SLIDINGLOG", "1", "1", LAST_US, "9007199254740990"]),
+        ("slmax", &["SLIDINGLOG", LAST_US, MAX]),
+    ];
+    let mut keys = Vec::new();
+    for (key, fields) in states {
+        let key = format!("{prefix}{key}");
+        let _: () = redis::cmd("RL.SETSTATE")
+            .arg(&key)
+            .arg(fields)
+            .arg(&["PXAT", Y3000_MS])
+            .query(con)
+            .unwrap_or_else(|e| panic!("{fields:?}: {e}"));
+        keys.push(key);
+    }
+    keys
+}
+
+#[test]
+fn setstate_takes_the_extremes_of_what_commands_store() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let keys = setstate_extremes(con, "");
+    // A full bucket of MAX at LAST: a call at 0 counts as at LAST and takes
+    // all of it; refilling at 10^12 units/s takes 9007200 ms.
+    assert_eq!(
+        ints(con, &["RL.TOKENBUCKET", "tbmax", MAX, TERA, "0", MAX]),
+        [1, 0, MAX_I, 0, 9_007_200]
+    );
+    // A queue of MAX at LAST is full, draining in 9007200 ms.
+    assert_eq!(
+        ints(con, &["RL.LEAKYBUCKET", "lbmax", MAX, TERA, "0", "0"]),
+        [1, 0, MAX_I, 0, 9_007_200, 9_007_200]
+    );
+    // A log of MAX units: 1 at 1 us, MAX - 1 at LAST; at LAST with a 10^12 s
+    // window all count, and a unit fits when the one at 1 us leaves: at
+    // 10^18 + 1 us, ceil((10^18 + 1 - 253402300799999999) / 1000) ms after
+    // LAST. (A unit at 0: see sliding_log_counts_a_unit_logged_at_time_zero.)
+    assert_eq!(
+        ints(con, &["RL.SLIDINGLOG", "sl", MAX, TERA, LAST, "1"]),
+        [0, 0, MAX_I, 746_597_699_200_001, 1_000_000_000_000_000]
+    );
+    assert_eq!(keys.len(), 9);
+}
+
+#[test]
+fn setstate_refuses_one_past_what_commands_store() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let cases: [&[&str]; 13] = [
+        &["TOKENBUCKET", MAX_PICO_PLUS_1, "0"],
+        &["TOKENBUCKET", "0", LAST_US_PLUS_1],
+        // An empty queue is no key.
+        &["LEAKYBUCKET", "0", "0"],
+        &["LEAKYBUCKET", MAX_PICO_PLUS_1, "0"],
+        &["FIXEDWINDOW", "0", "0"],
+        &["FIXEDWINDOW", "0", MAX_PLUS_1],
+        &["FIXEDWINDOW", LAST_US_PLUS_1, "1"],
+        &["SLIDINGWINDOW", "0", "0", "0"],
+        &["SLIDINGWINDOW", "0", MAX_PLUS_1, "0"],
+        &["SLIDINGWINDOW", "0", "0", MAX_PLUS_1],
+        // Runs adding up past MAX (item 2), a run of 0, time backwards.
+        &["SLIDINGLOG", "0", MAX, "1", "1"],
+        &["SLIDINGLOG", "0", "0"],
+        &["SLIDINGLOG", "2", "1", "1", "1"],
+    ];
+    for fields in cases {
+        let mut args = vec!["RL.SETSTATE", "k"];
+        args.extend(fields);
+        assert_eq!(err(con, &args), STATE, "{args:?}");
+        assert!(!exists(con, "k"), "{args:?}");
+    }
+    let log_past_last = ["RL.SETSTATE", "k", "SLIDINGLOG", LAST_US_PLUS_1, "1"];
+    assert_eq!(err(con, &log_past_last), STATE);
+    let wide_log = ["RL.SETSTATE", "k", "SLIDINGLOG", "0", "18446744073709551615", "1", "1"];
+    assert_eq!(err(con, &wide_log), STATE);
+    assert!(!exists(con, "k"));
+}
+
 /// Every extreme state, under keys starting with `prefix`.
 fn all_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
     let mut keys = token_bucket_extremes(con, &format!("{prefix}tb:"));
@@ -318,6 +419,7 @@ fn all_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
     keys.extend(fixed_window_extremes(con, &format!("{prefix}fw:")));
     keys.extend(sliding_window_extremes(con, &format!("{prefix}sw:")));
     keys.extend(sliding_log_extremes(con, &format!("{prefix}sl:")));
+    keys.extend(setstate_extremes(con, &format!("{prefix}set:")));
     keys
 }
 
@@ -658,4 +760,7 @@ fn sliding_log_counts_a_unit_logged_at_time_zero() {
     assert_eq!(sl(con, "0"), [0, 0, 1, 10_000, 10_000]);
     assert_eq!(sl(con, "4"), [0, 0, 1, 6000, 6000]);
     assert_eq!(sl(con, "10"), [1, 0, 1, 0, 10_000]);
+    // The same for a log written by RL.SETSTATE: one unit at 0, seen at 5 s.
+    let _: () = redis::cmd("RL.SETSTATE").arg(&["y", "SLIDINGLOG", "0", "1"]).query(con).unwrap();
+    assert_eq!(ints(con, &["RL.SLIDINGLOG", "y", "1", "10", "5", "1"]), [0, 0, 1, 5000, 5000]);
 }
