@@ -570,8 +570,9 @@ fn extreme_states_survive_an_aof_rewrite_without_the_rdb_preamble() {
 }
 
 // Issue 8's reproductions. Before aabe3b3 (at debc773) every number was
-// parsed as a u64 or a saturated i64 and nothing capped it at 2^53 - 1, so
-// each of these tests fails there as the comments say.
+// parsed as a u64 or a saturated i64 and nothing capped it at 2^53 - 1.
+// Checked by building debc773 and running these tests against it with
+// RATELIMIT_MODULE: each of the six below fails there.
 
 /// Item 2: at limit u64::MAX a sliding log's saturating counts disagreed
 /// with its runs and made the RDB unloadable. Such a limit is refused now
@@ -649,12 +650,18 @@ fn fixed_window_at_the_largest_limit_never_admits_past_it() {
     assert_eq!(pttl, 1);
 }
 
-/// Item 3 for the sliding window: a full previous window counts in full at
-/// the start of the next; half-way through, half of it still counts.
+/// Item 3 for the sliding window: at limit and window u64::MAX it admitted
+/// 2 * MAX + 1 units; both are refused now (before: admitted). At the
+/// largest limit a full previous window counts in full at the start of the
+/// next; half-way through, half of it still counts.
 #[test]
 fn sliding_window_at_the_largest_limit_never_admits_past_it() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
+    let u64_max = "18446744073709551615";
+    assert_eq!(err(con, &["RL.SLIDINGWINDOW", "s", u64_max, u64_max, "1000", u64_max]), LIMIT);
+    assert_eq!(err(con, &["RL.SLIDINGWINDOW", "s", MAX, u64_max, "1000", MAX]), WINDOW);
+    assert!(!exists(con, "s"));
     let sw = |con: &mut redis::Connection, now: &str, n: &str| {
         ints(con, &["RL.SLIDINGWINDOW", "s", MAX, "1", now, n])
     };
