@@ -21,7 +21,7 @@ pub struct Log {
     pub runs: Vec<u8>,
 }
 
-/// What an admitted call does to the log: drop the runs at or before
+/// What an admitted call does to the log: drop the runs before
 /// `cutoff_us` (they left the window), then add `count` units at `at_us`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Append {
@@ -30,7 +30,7 @@ pub struct Append {
     pub count: u64,
 }
 
-/// What a refund at `at_us` does to the log: drop the runs at or before
+/// What a refund at `at_us` does to the log: drop the runs before
 /// `cutoff_us`, then the `count` newest units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Removal {
@@ -156,13 +156,13 @@ impl Log {
         self.total += count;
     }
 
-    /// Drops the runs at or before `cutoff_us`, and gives memory back when
+    /// Drops the runs before `cutoff_us`, and gives memory back when
     /// that leaves most of it unused.
     fn trim(&mut self, cutoff_us: u64) {
         let (mut position, mut at_us) = (0, self.first_us);
         let mut first_live = None;
         while let Some(run) = self.run_at(position, at_us) {
-            if run.at_us > cutoff_us {
+            if run.at_us >= cutoff_us {
                 first_live = Some(run);
                 break;
             }
@@ -214,11 +214,14 @@ impl Log {
 const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() };
 
 /// The log at `now_us` (never before its newest run): the window's
-/// cutoff, and the units still in the window.
+/// cutoff, the earliest time still in it, and the units still in it.
+/// A unit at s counts while s > now - window, that is s >= now + 1 - window;
+/// before the first window has passed (now < window) nothing has left,
+/// a unit at time 0 included.
 fn live(log: &Log, now_us: u64, params: &Params) -> (u64, u64, u64) {
     let now_us = now_us.max(log.last_us);
-    let cutoff_us = now_us.saturating_sub(params.window_us);
-    let gone: u64 = log.runs().take_while(|&(at, _)| at <= cutoff_us).map(|(_, c)| c).sum();
+    let cutoff_us = (now_us + 1).saturating_sub(params.window_us);
+    let gone: u64 = log.runs().take_while(|&(at, _)| at < cutoff_us).map(|(_, c)| c).sum();
     (now_us, cutoff_us, log.total - gone)
 }
 
@@ -228,10 +231,10 @@ fn leaves_at(now_us: u64, at_us: u64, params: &Params) -> u64 {
 }
 
 /// The time of the unit that leaves the window `k`-th (from 1), counting
-/// only units after `cutoff_us`.
+/// only units at or after `cutoff_us`.
 fn kth_live(log: &Log, cutoff_us: u64, k: u64) -> Option<u64> {
     let mut seen = 0;
-    log.runs().filter(|&(at, _)| at > cutoff_us).find_map(|(at, count)| {
+    log.runs().filter(|&(at, _)| at >= cutoff_us).find_map(|(at, count)| {
         seen += count;
         (seen >= k).then_some(at)
     })

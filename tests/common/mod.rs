@@ -197,11 +197,14 @@ pub fn assert_expires_at_reset(con: &mut redis::Connection, args: &[&str]) -> Ve
 
 /// DUMP and PEXPIRETIME of each key: what a test compares to say that
 /// nothing changed, or that two servers hold the same.
-pub fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>, i64)> {
+pub fn snapshot<K: AsRef<str>>(
+    con: &mut redis::Connection,
+    keys: &[K],
+) -> Vec<(Option<Vec<u8>>, i64)> {
     keys.iter()
         .map(|key| {
-            let at: i64 = redis::cmd("PEXPIRETIME").arg(*key).query(con).unwrap();
-            (dump(con, key), at)
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(key.as_ref()).query(con).unwrap();
+            (dump(con, key.as_ref()), at)
         })
         .collect()
 }
@@ -304,4 +307,10 @@ pub fn node_serving<'a>(nodes: &'a [Server], key: &str) -> &'a Server {
         }
     }
     panic!("no node serves slot {slot}");
+}
+
+/// Runs a command that must fail; returns the error line as Redis sent it.
+pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    error(con, &args)
 }
