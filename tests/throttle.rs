@@ -151,6 +151,29 @@ fn module_load_takes_the_argument_and_refuses_others() {
     assert!(log.contains("unknown module argument 'CL.THROTTLE=yes'"), "{log}");
 }
 
+#[test]
+fn admitted_calls_emit_rl_throttle_and_nothing_else_does() {
+    let server = Server::start(&["CL.THROTTLE", "--notify-keyspace-events", "Ed"]);
+    let mut listener = server.connect();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let con = &mut server.connect();
+    let mut next = || {
+        let message = pubsub.get_message().unwrap();
+        (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap())
+    };
+    let channel = "__keyevent@0__:rl.throttle".to_string();
+    assert_eq!(ints(con, &["RL.THROTTLE", "k", "0", "1", "3600"])[0], 0);
+    // Refused, a look, and a call above the limit: no event.
+    assert_eq!(ints(con, &["RL.THROTTLE", "k", "0", "1", "3600"])[0], 1);
+    assert_eq!(ints(con, &["RL.THROTTLE", "k", "0", "1", "3600", "0"])[0], 0);
+    assert_eq!(ints(con, &["RL.THROTTLE", "new", "0", "1", "3600", "2"])[0], 1);
+    assert_eq!(next(), (channel.clone(), "k".to_string()));
+    assert_eq!(ints(con, &["CL.THROTTLE", "other", "0", "1", "3600"])[0], 0);
+    assert_eq!(next(), (channel, "other".to_string()));
+}
+
 /// Keys in various states on the server clock, under parameters where
 /// nothing expires while a test runs.
 fn fill(con: &mut redis::Connection, round: u64) -> Vec<String> {
