@@ -33,13 +33,13 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
     use redis_module::raw;
     let mut cell_name = false;
     for arg in args {
-        if arg.as_slice().eq_ignore_ascii_case(throttle::CELL_NAME.as_bytes()) {
+        if arg.as_slice().eq_ignore_ascii_case(throttle::CELL_NAME.to_bytes()) {
             cell_name = true;
         } else {
             let arg = String::from_utf8_lossy(arg.as_slice());
             ctx.log_warning(&format!(
                 "ratelimit: unknown module argument '{arg}' (the only one is {})",
-                throttle::CELL_NAME
+                throttle::CELL_NAME.to_string_lossy()
             ));
             return redis_module::Status::Err;
         }
@@ -49,7 +49,7 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         let created = unsafe {
             raw::RedisModule_CreateCommand.unwrap()(
                 ctx.get_raw(),
-                c"CL.THROTTLE".as_ptr(),
+                throttle::CELL_NAME.as_ptr(),
                 Some(throttle::cell_command),
                 c"write deny-oom fast".as_ptr(),
                 1,

@@ -6,7 +6,7 @@
 //! replicates the clock-reading call itself). The math is
 //! `algorithms::gcra`; this is the glue.
 
-use std::ffi::c_int;
+use std::ffi::{CStr, c_int};
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
@@ -22,7 +22,7 @@ use crate::stats;
 
 /// The name redis-cell registers, and the module argument that registers
 /// it here as well.
-pub const CELL_NAME: &str = "CL.THROTTLE";
+pub const CELL_NAME: &CStr = c"CL.THROTTLE";
 
 /// `RL.THROTTLE key max_burst count_per_period period [quantity]`:
 /// `[limited, limit, remaining, retry_after_s, reset_after_s]`.
