@@ -11,7 +11,10 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{Server, dump, error, info_field, ints, module_path, server_ms};
+use common::{
+    Server, dump, error, info_field, ints, module_path, server_ms, snapshot, start_replica,
+    wait_for_aof_rewrite, wait_for_replica,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -174,14 +177,27 @@ fn admitted_calls_emit_rl_throttle_and_nothing_else_does() {
     assert_eq!(next(), (channel, "other".to_string()));
 }
 
+const KEYS: [&str; 10] = [
+    "throttle:0",
+    "throttle:1",
+    "throttle:2",
+    "throttle:3",
+    "throttle:4",
+    "throttle:5",
+    "throttle:6",
+    "throttle:7",
+    "throttle:8",
+    "{user}:9",
+];
+
 /// Keys in various states on the server clock, under parameters where
 /// nothing expires while a test runs.
-fn fill(con: &mut redis::Connection, round: u64) -> Vec<String> {
+fn fill(con: &mut redis::Connection, round: u64) -> Vec<&'static str> {
     let mut keys = Vec::new();
     for i in 0..30u64 {
-        let key = format!("throttle:{}", i % 10);
+        let key = KEYS[(i % 10) as usize];
         let q = ((i + round) % 5).to_string();
-        ints(con, &["RL.THROTTLE", &key, "20", "10", "3600", &q]);
+        ints(con, &["RL.THROTTLE", key, "20", "10", "3600", &q]);
         keys.push(key);
     }
     keys.sort();
@@ -189,30 +205,12 @@ fn fill(con: &mut redis::Connection, round: u64) -> Vec<String> {
     keys
 }
 
-type Snapshot = Vec<(Option<Vec<u8>>, i64)>;
-
-fn snapshot(con: &mut redis::Connection, keys: &[String]) -> Snapshot {
-    keys.iter()
-        .map(|key| {
-            let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
-            (dump(con, key), at)
-        })
-        .collect()
-}
-
 #[test]
 fn replica_holds_identical_state_and_denials_send_nothing() {
     let primary = Server::start(&["--repl-diskless-sync-delay", "0"]);
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let replica = start_replica(&primary);
     let p = &mut primary.connect();
     let r = &mut replica.connect();
-    for _ in 0..500 {
-        if info_field(r, "replication", "master_link_status") == "up" {
-            break;
-        }
-        sleep(Duration::from_millis(20));
-    }
-    assert_eq!(info_field(r, "replication", "master_link_status"), "up", "{}", replica.log());
     let mut keys = Vec::new();
     for round in 0..5 {
         keys.extend(fill(p, round));
@@ -220,8 +218,7 @@ fn replica_holds_identical_state_and_denials_send_nothing() {
     }
     keys.sort();
     keys.dedup();
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
-    assert_eq!(acked, 1);
+    wait_for_replica(p);
     let on_primary = snapshot(p, &keys);
     assert!(on_primary.iter().all(|(payload, at)| payload.is_some() && *at > 0));
     assert_eq!(snapshot(r, &keys), on_primary);
@@ -232,25 +229,13 @@ fn replica_holds_identical_state_and_denials_send_nothing() {
 
     // Denied calls, looks and calls above the limit propagate nothing.
     assert_eq!(ints(p, &["RL.THROTTLE", "full", "2", "1", "3600", "3"])[0], 0);
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();
+    wait_for_replica(p);
     let offset = info_field(p, "replication", "master_repl_offset");
     assert_eq!(ints(p, &["RL.THROTTLE", "full", "2", "1", "3600"])[0], 1);
     assert_eq!(ints(p, &["RL.THROTTLE", "full", "2", "1", "3600", "4"])[3], -1);
     assert_eq!(ints(p, &["RL.THROTTLE", "full", "2", "1", "3600", "0"])[0], 0);
     assert_eq!(ints(p, &["RL.THROTTLE", "none", "2", "1", "3600", "0"])[0], 0);
     assert_eq!(info_field(p, "replication", "master_repl_offset"), offset);
-}
-
-fn wait_for_rewrite(con: &mut redis::Connection) {
-    for _ in 0..500 {
-        if info_field(con, "persistence", "aof_rewrite_in_progress") == "0"
-            && info_field(con, "persistence", "aof_rewrite_scheduled") == "0"
-        {
-            return;
-        }
-        sleep(Duration::from_millis(20));
-    }
-    panic!("BGREWRITEAOF did not finish");
 }
 
 fn aof_files(server: &Server, kind: &str) -> Vec<u8> {
@@ -278,7 +263,7 @@ fn aof_keeps_state(preamble: &str) {
         preamble,
     ]);
     let con = &mut server.connect();
-    wait_for_rewrite(con);
+    wait_for_aof_rewrite(con);
     let keys = fill(con, 0);
     let incremental = aof_files(&server, ".incr.");
     assert!(contains(&incremental, "RL.SETSTATE") && contains(&incremental, "THROTTLE"));
@@ -289,10 +274,12 @@ fn aof_keeps_state(preamble: &str) {
     assert_eq!(snapshot(con, &keys), before, "replayed: {}", server.log());
 
     let _: String = redis::cmd("BGREWRITEAOF").query(con).unwrap();
-    wait_for_rewrite(con);
+    wait_for_aof_rewrite(con);
     let base = aof_files(&server, ".base.");
     assert_eq!(contains(&base, "RL.SETSTATE"), preamble == "no", "the rewrite's form");
-    let keys: Vec<String> = keys.into_iter().chain(fill(con, 3)).collect();
+    let mut keys: Vec<&str> = keys.into_iter().chain(fill(con, 3)).collect();
+    keys.sort();
+    keys.dedup();
     let before = snapshot(con, &keys);
     server.restart();
     let con = &mut server.connect();
@@ -319,7 +306,7 @@ fn bad_input_is_refused_and_changes_nothing() {
     let _: () = redis::cmd("SET").arg("s").arg("1796251458327393712").query(con).unwrap();
     let _: i64 = redis::cmd("LPUSH").arg("l").arg("a").query(con).unwrap();
     let _: () = redis::cmd("RL.TOKENBUCKET").arg(&["tb", "5", "1", "*", "1"]).query(con).unwrap();
-    let keys = ["k", "s", "l", "tb"].map(String::from);
+    let keys = ["k", "s", "l", "tb"];
     let before = snapshot(con, &keys);
     let arity = "ERR wrong number of arguments for 'RL.THROTTLE' command";
     let max_burst = "ERR max_burst must be an integer from 0 to 9007199254740990";
