@@ -307,7 +307,7 @@ fn resolve(now: Now) -> (u64, u64) {
 
 /// Tells WATCH and client tracking that the key changed, and emits the
 /// keyspace event `event` (class `d`, module keys).
-fn signal_modified(ctx: &Context, name: &RedisString, event: &CStr) {
+pub(crate) fn signal_modified(ctx: &Context, name: &RedisString, event: &CStr) {
     // SAFETY: a valid context and key name.
     unsafe { raw::RedisModule_SignalModifiedKey.unwrap()(ctx.get_raw(), name.inner) };
     notify(ctx, raw::REDISMODULE_NOTIFY_MODULE, event, name);

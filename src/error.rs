@@ -38,6 +38,24 @@ pub enum Error {
          fields that a command could have stored, and optionally PXAT unix_ms"
     )]
     State,
+    #[error("ERR max_burst must be an integer from 0 to 9007199254740990")]
+    MaxBurst,
+    #[error("ERR count_per_period must be an integer from 1 to 9007199254740991")]
+    CountPerPeriod,
+    #[error("ERR period must be an integer number of seconds from 1 to 9007199254740991")]
+    Period,
+    #[error("ERR quantity must be an integer from 0 to 9007199254740991")]
+    Quantity,
+    #[error(
+        "ERR count_per_period must be at most 1000000 per second of period \
+         (an emission interval of at least 1 microsecond)"
+    )]
+    EmissionInterval,
+    #[error(
+        "ERR max_burst is too large for the rate: (max_burst + 1) * period / count_per_period \
+         must be at most 1000000000 seconds"
+    )]
+    Tolerance,
 }
 
 impl Error {
@@ -53,6 +71,7 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::Error;
+    use crate::algorithms::gcra::{MAX_TOLERANCE_NS, MIN_EMISSION_NS, SECOND_NS};
     use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS};
 
     /// The messages spell out the ranges the parser checks.
@@ -65,5 +84,13 @@ mod tests {
         assert!(Error::Window.to_string().ends_with(&(MAX_SPAN_US / 1_000_000).to_string()));
         let latest = format!("{}.{}", MAX_TIME_US / 1_000_000, MAX_TIME_US % 1_000_000);
         assert!(Error::Now.to_string().ends_with(&latest));
+        assert!(Error::MaxBurst.to_string().ends_with(&(MAX_UNITS - 1).to_string()));
+        assert!(Error::CountPerPeriod.to_string().ends_with(&max));
+        assert!(Error::Period.to_string().ends_with(&max));
+        assert!(Error::Quantity.to_string().ends_with(&max));
+        let per_second = SECOND_NS / MIN_EMISSION_NS;
+        assert!(Error::EmissionInterval.to_string().contains(&format!("at most {per_second} per")));
+        let tolerance = (MAX_TOLERANCE_NS / SECOND_NS).to_string();
+        assert!(Error::Tolerance.to_string().contains(&format!("at most {tolerance} seconds")));
     }
 }

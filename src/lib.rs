@@ -15,6 +15,7 @@ mod metadata;
 mod replicate;
 mod state;
 mod stats;
+mod throttle;
 
 #[cfg(not(test))]
 use state::RATELIMIT_TYPE;
@@ -25,8 +26,42 @@ use state::RATELIMIT_TYPE;
 /// really changes them, as Redis's own commands do, not whenever one is
 /// opened for writing; and short reads while loading handled by the loader
 /// (an error), not fatal to the server.
-fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
+///
+/// The module's arguments: `CL.THROTTLE` also registers RL.THROTTLE under
+/// redis-cell's name; anything else fails the load.
+fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redis_module::Status {
     use redis_module::raw;
+    let mut cell_name = false;
+    for arg in args {
+        if arg.as_slice().eq_ignore_ascii_case(throttle::CELL_NAME.to_bytes()) {
+            cell_name = true;
+        } else {
+            let arg = String::from_utf8_lossy(arg.as_slice());
+            ctx.log_warning(&format!(
+                "ratelimit: unknown module argument '{arg}' (the only one is {})",
+                throttle::CELL_NAME.to_string_lossy()
+            ));
+            return redis_module::Status::Err;
+        }
+    }
+    if cell_name {
+        // SAFETY: called from RedisModule_OnLoad with a valid context.
+        let created = unsafe {
+            raw::RedisModule_CreateCommand.unwrap()(
+                ctx.get_raw(),
+                throttle::CELL_NAME.as_ptr(),
+                Some(throttle::cell_command),
+                c"write deny-oom fast".as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if created != raw::REDISMODULE_OK as i32 {
+            ctx.log_warning("ratelimit: could not register CL.THROTTLE (is redis-cell loaded?)");
+            return redis_module::Status::Err;
+        }
+    }
     // SAFETY: called from RedisModule_OnLoad with a valid context.
     unsafe {
         // The options replace each other: all of them in one call.
@@ -37,7 +72,7 @@ fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> red
         );
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
     };
-    match metadata::register(ctx) {
+    match metadata::register(ctx, cell_name) {
         Ok(()) => redis_module::Status::Ok,
         Err(message) => {
             ctx.log_warning(&message);
@@ -66,5 +101,6 @@ redis_module::redis_module! {
         ["RL.PEEK", commands::peek, "readonly fast", 1, 1, 1, ""],
         ["RL.REFUND", commands::refund, "write deny-oom", 1, 1, 1, ""],
         ["RL.SETSTATE", commands::set_state, "write deny-oom", 1, 1, 1, ""],
+        ["RL.THROTTLE", throttle::throttle, "write deny-oom fast", 1, 1, 1, ""],
     ],
 }

@@ -92,7 +92,7 @@ pub struct Doc {
 const WRITE: &CStr = c"ratelimit write";
 const READ: &CStr = c"ratelimit read";
 
-pub const DOCS: [Doc; 9] = [
+pub const DOCS: [Doc; 10] = [
     Doc {
         name: c"RL.TOKENBUCKET",
         summary: c"Takes n tokens from a bucket of capacity tokens refilled at rate per second.",
@@ -195,7 +195,32 @@ pub const DOCS: [Doc; 9] = [
             },
         ],
     },
+    THROTTLE,
 ];
+
+/// RL.THROTTLE, redis-cell's CL.THROTTLE on our data type.
+const THROTTLE: Doc = Doc {
+    name: c"RL.THROTTLE",
+    summary: c"redis-cell's CL.THROTTLE (GCRA): admits quantity units at count_per_period per period seconds, bursts up to max_burst + 1.",
+    complexity: c"O(1)",
+    arity: -5,
+    keys: Keys::First,
+    categories: WRITE,
+    args: &[
+        KEY,
+        arg(c"max_burst", INTEGER, c"units admitted at once beyond the steady rate; the limit is max_burst + 1"),
+        arg(c"count_per_period", INTEGER, c"units per period"),
+        arg(c"period", INTEGER, c"seconds"),
+        Arg {
+            flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+            ..arg(c"quantity", INTEGER, c"units to take, 1 by default; 0 only looks")
+        },
+    ],
+};
+
+/// The same command under redis-cell's name, when the module argument
+/// `CL.THROTTLE` registers it.
+const CL_THROTTLE: Doc = Doc { name: c"CL.THROTTLE", ..THROTTLE };
 
 fn raw_arg(arg: &Arg, key_spec_index: c_int) -> raw::RedisModuleCommandArg {
     raw::RedisModuleCommandArg {
@@ -247,8 +272,9 @@ fn key_spec(keys: Keys) -> raw::RedisModuleCommandKeySpec {
 /// Sets each command's docs and key spec (Redis copies them) and, where
 /// the server supports them for modules, its ACL categories: `@ratelimit`,
 /// added here unless the server has it built in, and `@write` or `@read`.
-/// Run at load, after the commands exist.
-pub fn register(ctx: &Context) -> Result<(), String> {
+/// Run at load, after the commands exist; `cl_throttle` when CL.THROTTLE
+/// is one of them.
+pub fn register(ctx: &Context, cl_throttle: bool) -> Result<(), String> {
     let ctx = ctx.get_raw();
     // SAFETY: called during OnLoad with a valid context; every pointer
     // handed to Redis lives until the call returns, and Redis copies it.
@@ -258,7 +284,7 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             // builds with GCRA have it): the commands join it all the same.
             add(ctx, c"ratelimit".as_ptr());
         }
-        for doc in &DOCS {
+        for doc in DOCS.iter().chain(cl_throttle.then_some(&CL_THROTTLE)) {
             let command = raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr());
             if command.is_null() {
                 return Err(format!("{:?} is not registered", doc.name));

@@ -32,6 +32,18 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
                 pxat.as_ptr(),
                 expire_at_ms,
             );
+        } else if count == 1 {
+            replicate(
+                ctx,
+                setstate.as_ptr(),
+                c"scbcl".as_ptr(),
+                name.inner,
+                kind.as_ptr(),
+                a.as_ptr(),
+                a.len(),
+                pxat.as_ptr(),
+                expire_at_ms,
+            );
         } else {
             replicate(
                 ctx,

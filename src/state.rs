@@ -1,9 +1,10 @@
 //! The `ratelimit` data type: one value per key, holding one limiter's state.
 //! Its kinds, the RDB encoding, AOF rewrite, memory usage, digest, copy, free.
 //!
-//! The value Redis keeps is a pointer to the state, with its kind (1 to 7)
+//! The value Redis keeps is a pointer to the state, with its kind (0 to 7)
 //! in the pointer's three low bits, which are free since every state is
-//! 8-aligned. So a token bucket costs its 16 bytes, with no tag word.
+//! 8-aligned. So a token bucket costs its 16 bytes, with no tag word, and
+//! RL.THROTTLE's state (kind 0) its 8.
 
 use std::ffi::{CStr, c_int, c_void};
 use std::mem::{align_of, size_of};
@@ -12,14 +13,16 @@ use redis_module::native_types::RedisType;
 use redis_module::raw;
 
 use crate::algorithms::sliding_log::Log;
-use crate::algorithms::{fixed_window, leaky_bucket, sliding_window, token_bucket};
+use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_bucket};
 use crate::stats;
 
 /// RDB encoding version. 1 held only token buckets; 2 added the other
-/// algorithms; 3 adds the wide buckets (kinds 6 and 7).
+/// algorithms; 3 adds the wide buckets (kinds 6 and 7), and RL.THROTTLE's
+/// state (kind 0), which a loader without it refuses as an unknown kind.
 const ENCODING_VERSION: i32 = 3;
 
 const KIND_BITS: usize = 0b111;
+const THROTTLE: usize = 0;
 const TOKEN_BUCKET: usize = 1;
 const LEAKY_BUCKET: usize = 2;
 const FIXED_WINDOW: usize = 3;
@@ -51,6 +54,8 @@ pub enum Fixed {
     LeakyBucket(leaky_bucket::State),
     FixedWindow(fixed_window::State),
     SlidingWindow(sliding_window::State),
+    /// RL.THROTTLE's GCRA.
+    Throttle(gcra::State),
 }
 
 /// A key's state as the commands read it.
@@ -75,6 +80,7 @@ impl Fixed {
             Fixed::LeakyBucket(_) => c"LEAKYBUCKET",
             Fixed::FixedWindow(_) => c"FIXEDWINDOW",
             Fixed::SlidingWindow(_) => c"SLIDINGWINDOW",
+            Fixed::Throttle(_) => c"THROTTLE",
         }
     }
 
@@ -85,6 +91,7 @@ impl Fixed {
             Fixed::LeakyBucket(s) => ([s.level, s.last_us.into(), 0], 2),
             Fixed::FixedWindow(s) => ([s.last_us.into(), s.count.into(), 0], 2),
             Fixed::SlidingWindow(s) => ([s.last_us.into(), s.previous.into(), s.current.into()], 3),
+            Fixed::Throttle(s) => ([s.tat_ns.into(), 0, 0], 1),
         }
     }
 
@@ -111,6 +118,7 @@ impl Fixed {
                     current: count(current)?,
                 })
             }
+            [tat] if is(c"THROTTLE") => Fixed::Throttle(gcra::State { tat_ns: time(tat)? }),
             _ => return None,
         };
         fixed.is_valid().then_some(fixed)
@@ -122,6 +130,7 @@ impl Fixed {
             Fixed::LeakyBucket(s) => s.is_valid(),
             Fixed::FixedWindow(s) => s.is_valid(),
             Fixed::SlidingWindow(s) => s.is_valid(),
+            Fixed::Throttle(s) => s.is_valid(),
         }
     }
 
@@ -141,6 +150,7 @@ impl Fixed {
             Fixed::LeakyBucket(s) => bucket(LEAKY_BUCKET, WIDE_LEAKY_BUCKET, s.level, s.last_us),
             Fixed::FixedWindow(s) => (FIXED_WINDOW, Repr::FixedWindow(s)),
             Fixed::SlidingWindow(s) => (SLIDING_WINDOW, Repr::SlidingWindow(s)),
+            Fixed::Throttle(s) => (THROTTLE, Repr::Throttle(s)),
         }
     }
 }
@@ -151,6 +161,7 @@ enum Repr {
     Wide(Wide),
     FixedWindow(fixed_window::State),
     SlidingWindow(sliding_window::State),
+    Throttle(gcra::State),
 }
 
 impl Owned {
@@ -213,6 +224,7 @@ fn layout(encver: i32, kind: u64) -> Option<(usize, bool)> {
         SLIDING_WINDOW if encver >= 2 => Some((3, false)),
         SLIDING_LOG if encver >= 2 => Some((3, true)),
         WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET if wide => Some((3, false)),
+        THROTTLE if encver >= 3 => Some((1, false)),
         _ => None,
     }
 }
@@ -226,6 +238,7 @@ pub fn encode<'a>(value: &Value<'a>) -> Record<'a> {
                 Repr::Wide(b) => vec![b.high, b.low, b.last_us],
                 Repr::FixedWindow(s) => vec![s.last_us, s.count],
                 Repr::SlidingWindow(s) => vec![s.last_us, s.previous, s.current],
+                Repr::Throttle(s) => vec![s.tat_ns],
             };
             (kind, fields, None)
         }
@@ -257,7 +270,8 @@ pub fn decode(encver: i32, record: &Record) -> Option<Owned> {
         TOKEN_BUCKET | WIDE_TOKEN_BUCKET => c"TOKENBUCKET",
         LEAKY_BUCKET | WIDE_LEAKY_BUCKET => c"LEAKYBUCKET",
         FIXED_WINDOW => c"FIXEDWINDOW",
-        _ => c"SLIDINGWINDOW",
+        SLIDING_WINDOW => c"SLIDINGWINDOW",
+        _ => c"THROTTLE",
     };
     let fixed = Fixed::from_fields(name.to_bytes(), &fields)?;
     // One encoding per state: a bucket is wide only when it must be.
@@ -291,6 +305,7 @@ pub fn into_value(owned: Owned) -> *mut c_void {
         (kind, Repr::Wide(state)) => tagged(kind, state),
         (kind, Repr::FixedWindow(state)) => tagged(kind, state),
         (kind, Repr::SlidingWindow(state)) => tagged(kind, state),
+        (kind, Repr::Throttle(state)) => tagged(kind, state),
     }
 }
 
@@ -319,6 +334,7 @@ pub unsafe fn view<'a>(value: *const c_void) -> Value<'a> {
         }
         FIXED_WINDOW => Value::Fixed(Fixed::FixedWindow(*unsafe { untagged(value) })),
         SLIDING_WINDOW => Value::Fixed(Fixed::SlidingWindow(*unsafe { untagged(value) })),
+        THROTTLE => Value::Fixed(Fixed::Throttle(*unsafe { untagged(value) })),
         _ => Value::Log(unsafe { untagged(value) }),
     }
 }
@@ -338,6 +354,7 @@ pub unsafe fn overwrite(value: *mut c_void, fixed: Fixed) -> bool {
         Repr::Wide(state) => *unsafe { untagged(value) } = state,
         Repr::FixedWindow(state) => *unsafe { untagged(value) } = state,
         Repr::SlidingWindow(state) => *unsafe { untagged(value) } = state,
+        Repr::Throttle(state) => *unsafe { untagged(value) } = state,
     }
     true
 }
@@ -444,6 +461,7 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
         WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET => size_of::<Wide>(),
         FIXED_WINDOW => size_of::<fixed_window::State>(),
         SLIDING_WINDOW => size_of::<sliding_window::State>(),
+        THROTTLE => size_of::<gcra::State>(),
         _ => size_of::<Log>() + unsafe { untagged::<Log>(value) }.heap_bytes(),
     }
 }
@@ -478,6 +496,7 @@ unsafe extern "C" fn free(value: *mut c_void) {
         }
         FIXED_WINDOW => drop(unsafe { Box::from_raw(address.cast::<fixed_window::State>()) }),
         SLIDING_WINDOW => drop(unsafe { Box::from_raw(address.cast::<sliding_window::State>()) }),
+        THROTTLE => drop(unsafe { Box::from_raw(address.cast::<gcra::State>()) }),
         _ => drop(unsafe { Box::from_raw(address.cast::<Log>()) }),
     }
 }
@@ -514,6 +533,7 @@ mod tests {
             (SLIDING_WINDOW, &[last, previous, current]) => {
                 time(last) && units(previous) && units(current) && previous + current > 0
             }
+            (THROTTLE, &[tat]) => tat >= gcra::MIN_EMISSION_NS,
             _ => false,
         }
     }
@@ -536,6 +556,7 @@ mod tests {
                     Fixed::SlidingWindow(sliding_window::State { last_us, previous, current })
                 }
             ),
+            (gcra::MIN_EMISSION_NS..).prop_map(|tat_ns| Fixed::Throttle(gcra::State { tat_ns })),
         ]
     }
 
@@ -561,6 +582,23 @@ mod tests {
         assert_eq!(decode(0, &narrow), None);
         assert_eq!(decode(4, &narrow), None);
         assert!(decode(1, &narrow).is_some());
+    }
+
+    #[test]
+    fn throttle_state_is_one_word_of_kind_0() {
+        let tat_ns = 1_700_000_000_123_456_789;
+        let fixed = Fixed::Throttle(gcra::State { tat_ns });
+        let record = encode(&Value::Fixed(fixed));
+        assert_eq!((record.kind, &record.fields[..]), (THROTTLE as u64, &[tat_ns][..]));
+        assert_eq!(decode(3, &record), Some(Owned::Fixed(fixed)));
+        assert_eq!(decode(2, &record), None);
+        assert_eq!(size_of::<gcra::State>(), 8);
+        let throttle = |fields: &[u128]| Owned::from_setstate(b"throttle", fields);
+        assert_eq!(throttle(&[tat_ns.into()]), Some(Owned::Fixed(fixed)));
+        assert_eq!(throttle(&[999]), None);
+        assert_eq!(throttle(&[1 << 64]), None);
+        assert_eq!(throttle(&[1000, 1]), None);
+        assert_eq!(setstate_args(Value::Fixed(fixed)), ["THROTTLE", "1700000000123456789"]);
     }
 
     #[test]
@@ -609,7 +647,7 @@ mod tests {
             kind in 0u64..9,
             fields in proptest::collection::vec(
                 prop_oneof![Just(0u64), Just(1), Just(MAX_UNITS), Just(MAX_UNITS + 1), Just(MAX_TIME_US),
-                            Just(MAX_TIME_US + 1), Just(u64::MAX), any::<u64>()],
+                            Just(MAX_TIME_US + 1), Just(u64::MAX), any::<u64>(), Just(999), Just(1000)],
                 0..4,
             ),
         ) {

@@ -65,6 +65,8 @@ pub static MULTI: Counters = Counters::new(c"multi", c"rl.multi");
 pub static PEEK: Counters = Counters::new(c"peek", c"rl.peek");
 pub static REFUND: Counters = Counters::named(c"refund", c"rl.refund", (c"refunded_units", None));
 pub const SET_STATE_EVENT: &CStr = c"rl.setstate";
+/// RL.THROTTLE, and CL.THROTTLE when the module registers it.
+pub static THROTTLE: Counters = Counters::new(c"throttle", c"rl.throttle");
 
 /// The counters of an algorithm's own command.
 pub fn of(algorithm: Algorithm) -> &'static Counters {
@@ -110,6 +112,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
             &MULTI,
             &PEEK,
             &REFUND,
+            &THROTTLE,
         ];
         for counters in all {
             raw::RedisModule_InfoBeginDictField.unwrap()(ctx, counters.name.as_ptr());

@@ -6,6 +6,7 @@
 //! is ever saturated or wrapped into a different answer.
 
 pub mod fixed_window;
+pub mod gcra;
 pub mod leaky_bucket;
 pub mod sliding_log;
 pub mod sliding_window;

@@ -314,3 +314,33 @@ pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     error(con, &args)
 }
+
+/// A server without the module (to `MODULE LOAD` it), with `args` after
+/// the usual ones. `restart` would load the module: not for these.
+pub fn start_without_module(args: &[&str]) -> Server {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child =
+            Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
+                .arg("--port")
+                .arg(port.to_string())
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--daemonize", "no", "--enable-module-command", "yes"])
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--logfile")
+                .arg(dir.path().join("redis.log"))
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server");
+        if wait_ready(&mut child, port) {
+            return Server { child, port, dir, args: Vec::new() };
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("redis-server did not start");
+}
