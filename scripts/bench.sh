@@ -13,8 +13,12 @@ keys=${BENCH_KEYS:-1000000}
 dir=$(mktemp -d)
 cli() { redis-cli -p "$port" "$@"; }
 
+# CELL_MODULE=/path/to/libredis_cell.so adds redis-cell's CL.THROTTLE to
+# the comparison with RL.THROTTLE.
+cell=()
+[ -z "${CELL_MODULE:-}" ] || cell=(--loadmodule "$CELL_MODULE")
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-  --loadmodule "$PWD/target/release/libredis_ratelimit.so" --daemonize yes \
+  --loadmodule "$PWD/target/release/libredis_ratelimit.so" "${cell[@]}" --daemonize yes \
   --logfile "$dir/redis.log" --pidfile "$dir/redis.pid"
 trap 'cli shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 until cli ping >/dev/null 2>&1; do sleep 0.1; done
@@ -63,8 +67,14 @@ measure RL.SLIDINGLOG RL.SLIDINGLOG sl:__rand_int__ 100 100000 '*' 1
 measure "RL.MULTI (2 limits)" RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ '*' \
   TOKENBUCKET 100 0.01 1 FIXEDWINDOW 100 100000 1
 measure RL.PEEK RL.PEEK pk:__rand_int__ TOKENBUCKET 100 0.01 '*' 1
+measure RL.THROTTLE RL.THROTTLE th:__rand_int__ 100 1 100 1
+if [ -n "${CELL_MODULE:-}" ]; then
+  measure "CL.THROTTLE (cell)" CL.THROTTLE cl:__rand_int__ 100 1 100 1
+else
+  echo "(CL.THROTTLE of redis-cell: set CELL_MODULE=/path/to/libredis_cell.so to compare)"
+fi
 echo
-cli info commandstats | tr -d '\r' | grep -iE 'cmdstat_(incr|rl\.)' \
+cli info commandstats | tr -d '\r' | grep -iE 'cmdstat_(incr|rl\.|cl\.)' \
   | sed 's/cmdstat_\([^:]*\):.*usec_per_call=\([0-9.]*\).*/\1 usec_per_call: \2/'
 
 # bytes NAME SCRIPT: used_memory per key after SCRIPT creates $keys keys.
@@ -93,3 +103,5 @@ bytes "RL.TOKENBUCKET capacity 18446746" "redis.call('RL.TOKENBUCKET', k, 184467
 for command in RL.FIXEDWINDOW RL.SLIDINGWINDOW RL.SLIDINGLOG; do
   bytes "$command" "redis.call('$command', k, 100, 3600, '*', 1)"
 done
+bytes RL.THROTTLE "redis.call('RL.THROTTLE', k, 100, 1, 100, 1)"
+[ -z "${CELL_MODULE:-}" ] || bytes "CL.THROTTLE (redis-cell)" "redis.call('CL.THROTTLE', k, 100, 1, 100, 1)"

@@ -417,6 +417,33 @@ RL.REFUND refund:tb TOKENBUCKET 10 1 *
 EOF
 }
 
+# RL.THROTTLE, redis-cell's CL.THROTTLE in our data type (the server is
+# not started with the CL.THROTTLE argument, so that name stays unknown).
+workload_throttle() {
+  send <<'EOF'
+RL.THROTTLE throttle:a 5 10 60
+RL.THROTTLE throttle:a 5 10 60 6
+RL.THROTTLE throttle:a 5 10 60 7
+RL.THROTTLE throttle:a 5 10 60 0
+RL.THROTTLE throttle:b 0 1 1 1
+RL.THROTTLE throttle:b 0 1 1 1
+RL.THROTTLE throttle:a -1 10 60
+RL.THROTTLE throttle:a 5 0 60
+RL.THROTTLE throttle:a 5 10 0
+RL.THROTTLE throttle:a 5 10 60 x
+RL.THROTTLE throttle:a 5 10
+RL.THROTTLE string 5 10 60
+RL.THROTTLE tb 5 10 60
+RL.SETSTATE throttle:c THROTTLE 4102444800000000000 PXAT 4102444800000
+RL.SETSTATE throttle:c THROTTLE 0
+CL.THROTTLE throttle:a 5 10 60
+DUMP throttle:a
+COPY throttle:a throttle:copy
+MEMORY USAGE throttle:a
+DEBUG DIGEST-VALUE throttle:a
+EOF
+}
+
 # DEBUG RELOAD saves and loads the RDB; BGREWRITEAOF (no RDB preamble)
 # writes every key as RL.SETSTATE in a forked child, also under valgrind,
 # and DEBUG LOADAOF replays it.
@@ -448,6 +475,8 @@ run_workload() {
   workload_corrupt_restore
   workload_composable_limits
   require_alive "RL.MULTI, RL.PEEK, RL.REFUND"
+  workload_throttle
+  require_alive "RL.THROTTLE"
   workload_reload_and_aof_rewrite
   workload_commands
   require_alive "the commands, after the reloads"

@@ -34,8 +34,8 @@ pub enum Error {
     #[error("ERR a key may appear only once")]
     RepeatedKey,
     #[error(
-        "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, \
-         fields that a command could have stored, and optionally PXAT unix_ms"
+        "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or \
+         THROTTLE, fields that a command could have stored, and optionally PXAT unix_ms"
     )]
     State,
     #[error("ERR max_burst must be an integer from 0 to 9007199254740990")]

@@ -66,6 +66,7 @@ fn call(command: &str) -> Vec<String> {
         "RL.PEEK" => vec![&key, "TOKENBUCKET", "5", "1", "*"],
         "RL.REFUND" => vec![&key, "TOKENBUCKET", "5", "1", "*", "1"],
         "RL.SETSTATE" => vec![&key, "TOKENBUCKET", "0", "0"],
+        "RL.THROTTLE" => vec![&key, "5", "10", "60", "1"],
         _ => vec![&key, "5", "1", "*", "1"],
     };
     std::iter::once(command).chain(args).map(str::to_string).collect()
@@ -118,7 +119,7 @@ fn categories(con: &mut redis::Connection, command: &str) -> Vec<String> {
     cats
 }
 
-const WRITERS: [&str; 8] = [
+const WRITERS: [&str; 9] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
@@ -126,6 +127,7 @@ const WRITERS: [&str; 8] = [
     "RL.SLIDINGLOG",
     "RL.MULTI",
     "RL.REFUND",
+    "RL.THROTTLE",
     "RL.SETSTATE",
 ];
 

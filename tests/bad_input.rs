@@ -12,7 +12,7 @@ const FILL_TIME: &str = "ERR capacity / rate must be at most 1000000000000 secon
 const NOW: &str =
     "ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999";
 const COUNT: &str = "ERR n must be an integer from 0 to 9007199254740991";
-const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG, fields that a command could have stored, and optionally PXAT unix_ms";
+const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or THROTTLE, fields that a command could have stored, and optionally PXAT unix_ms";
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 fn arity(command: &str) -> String {

@@ -107,6 +107,9 @@ fn command_docs_describe_every_argument() {
             "RL.MULTI" => assert_eq!(names, ["numkeys", "key", "now", "limit"]),
             "RL.PEEK" => assert_eq!(names, ["key", "algorithm", "a", "b", "now", "n"]),
             "RL.REFUND" => assert_eq!(names, ["key", "algorithm", "a", "b", "now", "n"]),
+            "RL.THROTTLE" => {
+                assert_eq!(names, ["key", "max_burst", "count_per_period", "period", "quantity"])
+            }
             "RL.SLIDINGLOG" => {
                 assert_eq!(names, ["key", "limit", "window", "now", "n"]);
                 assert_eq!(complexity, "O(L), L the calls logged within the window");

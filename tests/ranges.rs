@@ -311,9 +311,9 @@ fn sliding_log_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String
     ["max", "runs", "zero", "empty"].iter().map(|k| format!("{prefix}{k}")).collect()
 }
 
-const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW \
-                     or SLIDINGLOG, fields that a command could have stored, and optionally \
-                     PXAT unix_ms";
+const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, \
+                     SLIDINGLOG or THROTTLE, fields that a command could have stored, and \
+                     optionally PXAT unix_ms";
 /// MAX units in pico-units, the fullest bucket.
 const MAX_PICO: &str = "9007199254740991000000000000";
 const MAX_PICO_PLUS_1: &str = "9007199254740991000000000001";

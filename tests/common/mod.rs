@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// Every command of the module: the five algorithms' own first.
-pub const COMMANDS: [&str; 9] = [
+pub const COMMANDS: [&str; 10] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
@@ -21,6 +21,7 @@ pub const COMMANDS: [&str; 9] = [
     "RL.MULTI",
     "RL.PEEK",
     "RL.REFUND",
+    "RL.THROTTLE",
     "RL.SETSTATE",
 ];
 
@@ -79,6 +80,11 @@ fn log(dir: &Path) -> String {
 }
 
 fn spawn_ready(dir: &Path, args: &[String]) -> (Child, u16) {
+    spawn_server(dir, &[&["--loadmodule".to_string(), module_path().display().to_string()][..], args].concat())
+}
+
+/// A redis-server on a free port in `dir`, with `args` after the usual ones.
+fn spawn_server(dir: &Path, args: &[String]) -> (Child, u16) {
     for _ in 0..5 {
         let port = free_port();
         let mut child =
@@ -91,8 +97,6 @@ fn spawn_ready(dir: &Path, args: &[String]) -> (Child, u16) {
                 .arg(dir)
                 .arg("--logfile")
                 .arg(dir.join("redis.log"))
-                .arg("--loadmodule")
-                .arg(module_path())
                 .args(args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -319,28 +323,8 @@ pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
 /// the usual ones. `restart` would load the module: not for these.
 pub fn start_without_module(args: &[&str]) -> Server {
     let dir = tempfile::tempdir().expect("temporary directory");
-    for _ in 0..5 {
-        let port = free_port();
-        let mut child =
-            Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
-                .arg("--port")
-                .arg(port.to_string())
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--daemonize", "no", "--enable-module-command", "yes"])
-                .arg("--dir")
-                .arg(dir.path())
-                .arg("--logfile")
-                .arg(dir.path().join("redis.log"))
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start redis-server");
-        if wait_ready(&mut child, port) {
-            return Server { child, port, dir, args: Vec::new() };
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    panic!("redis-server did not start");
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.extend(["--enable-module-command", "yes"].map(String::from));
+    let (child, port) = spawn_server(dir.path(), &args);
+    Server { child, port, dir, args: Vec::new() }
 }
