@@ -12,8 +12,8 @@ use std::thread;
 use std::time::Duration;
 
 use common::{
-    Server, dump, error, ints, multi, server_ms, snapshot, start_replica, wait_for_aof_rewrite,
-    wait_for_replica,
+    Server, aof_base, dump, error, ints, is_rdb, multi, server_ms, snapshot, start_replica,
+    wait_for_aof_rewrite, wait_for_replica,
 };
 
 /// T in microseconds.
@@ -708,20 +708,11 @@ fn fill_and_rewrite(con: &mut redis::Connection) -> Vec<(Option<Vec<u8>>, i64)> 
     snap
 }
 
-fn base_aof(server: &Server) -> Vec<u8> {
-    let base = std::fs::read_dir(server.dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.to_string_lossy().contains(".base."))
-        .expect("a base AOF file");
-    std::fs::read(base).unwrap()
-}
-
 #[test]
 fn multi_on_server_clock_survives_aof_with_rdb_preamble() {
     let mut server = aof_server("yes");
     let before = fill_and_rewrite(&mut server.connect());
-    assert!(base_aof(&server).starts_with(b"REDIS"), "an RDB preamble");
+    assert!(is_rdb(&aof_base(&server)), "an RDB preamble");
     let con = &mut server.connect();
     let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(con).unwrap();
     assert_eq!(snapshot(con, &all_five_keys()), before, "after DEBUG LOADAOF");
@@ -733,7 +724,7 @@ fn multi_on_server_clock_survives_aof_with_rdb_preamble() {
 fn multi_on_server_clock_survives_aof_rewritten_as_commands() {
     let mut server = aof_server("no");
     let before = fill_and_rewrite(&mut server.connect());
-    let base = base_aof(&server);
+    let base = aof_base(&server);
     assert!(base.windows(11).any(|w| w == b"RL.SETSTATE"), "a rewrite as commands");
     let con = &mut server.connect();
     let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(con).unwrap();

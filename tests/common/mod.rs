@@ -80,7 +80,10 @@ fn log(dir: &Path) -> String {
 }
 
 fn spawn_ready(dir: &Path, args: &[String]) -> (Child, u16) {
-    spawn_server(dir, &[&["--loadmodule".to_string(), module_path().display().to_string()][..], args].concat())
+    spawn_server(
+        dir,
+        &[&["--loadmodule".to_string(), module_path().display().to_string()][..], args].concat(),
+    )
 }
 
 /// A redis-server on a free port in `dir`, with `args` after the usual ones.
@@ -327,4 +330,20 @@ pub fn start_without_module(args: &[&str]) -> Server {
     args.extend(["--enable-module-command", "yes"].map(String::from));
     let (child, port) = spawn_server(dir.path(), &args);
     Server { child, port, dir, args: Vec::new() }
+}
+
+/// The base file of the server's AOF (Redis 7 keeps it in several parts).
+pub fn aof_base(server: &Server) -> Vec<u8> {
+    let base = std::fs::read_dir(server.dir.path().join("appendonlydir"))
+        .expect("appendonlydir")
+        .map(|entry| entry.expect("a directory entry").path())
+        .find(|path| path.to_string_lossy().contains(".base."))
+        .expect("an AOF base file");
+    std::fs::read(base).expect("the AOF base file")
+}
+
+/// Whether `bytes` begin as an RDB file: Redis writes `REDIS`, Valkey 9
+/// `VALKEY`.
+pub fn is_rdb(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"REDIS") || bytes.starts_with(b"VALKEY")
 }
