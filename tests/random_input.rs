@@ -100,7 +100,8 @@ fn random_arguments_never_crash_or_corrupt() {
             }
         }
     }
-    assert!(replies > 1500 && errors > 1000, "{replies} replies, {errors} errors");
+    // Both outcomes many times over: the arguments do reach the commands.
+    assert!(replies > 1000 && errors > 1000, "{replies} replies, {errors} errors");
     let pong: String = redis::cmd("PING").query(con).unwrap();
     assert_eq!(pong, "PONG");
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
