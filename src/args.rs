@@ -87,15 +87,9 @@ fn wide_integer(arg: &[u8]) -> Option<u128> {
     })
 }
 
-/// A non-negative decimal integer of plain ASCII digits.
+/// A non-negative decimal integer of plain ASCII digits, up to 64 bits.
 pub fn integer(arg: &[u8]) -> Option<u64> {
-    if arg.is_empty() || arg.len() > 20 {
-        return None;
-    }
-    arg.iter().try_fold(0u64, |acc, &b| {
-        let digit = char::from(b).to_digit(10)?;
-        acc.checked_mul(10)?.checked_add(u64::from(digit))
-    })
+    wide_integer(arg).and_then(|value| u64::try_from(value).ok())
 }
 
 /// A non-negative decimal (`12`, `0.5`, `.25`, `3.`) in millionths, rounded

@@ -13,53 +13,29 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
     let [ta, tb, tc] = &mut text;
     let (a, b, c) = (decimal(ta, fields[0]), decimal(tb, fields[1]), decimal(tc, fields[2]));
     let (ctx, setstate, kind, pxat) = (ctx.get_raw(), c"RL.SETSTATE", state.name(), c"PXAT");
-    // SAFETY: each format string matches the arguments that follow it.
-    unsafe {
-        let replicate = raw::RedisModule_Replicate.unwrap();
-        if count == 3 {
-            replicate(
-                ctx,
-                setstate.as_ptr(),
-                c"scbbbcl".as_ptr(),
-                name.inner,
-                kind.as_ptr(),
-                a.as_ptr(),
-                a.len(),
-                b.as_ptr(),
-                b.len(),
-                c.as_ptr(),
-                c.len(),
-                pxat.as_ptr(),
-                expire_at_ms,
-            );
-        } else if count == 1 {
-            replicate(
-                ctx,
-                setstate.as_ptr(),
-                c"scbcl".as_ptr(),
-                name.inner,
-                kind.as_ptr(),
-                a.as_ptr(),
-                a.len(),
-                pxat.as_ptr(),
-                expire_at_ms,
-            );
-        } else {
-            replicate(
-                ctx,
-                setstate.as_ptr(),
-                c"scbbcl".as_ptr(),
-                name.inner,
-                kind.as_ptr(),
-                a.as_ptr(),
-                a.len(),
-                b.as_ptr(),
-                b.len(),
-                pxat.as_ptr(),
-                expire_at_ms,
-            );
-        }
+    // One call a field count, each format string matching its arguments.
+    macro_rules! setstate {
+        ($format:literal $(, $field:ident)*) => {
+            // SAFETY: the format string matches the arguments that follow it.
+            unsafe {
+                raw::RedisModule_Replicate.unwrap()(
+                    ctx,
+                    setstate.as_ptr(),
+                    $format.as_ptr(),
+                    name.inner,
+                    kind.as_ptr(),
+                    $($field.as_ptr(), $field.len(),)*
+                    pxat.as_ptr(),
+                    expire_at_ms,
+                )
+            }
+        };
     }
+    match count {
+        1 => setstate!(c"scbcl", a),
+        2 => setstate!(c"scbbcl", a, b),
+        _ => setstate!(c"scbbbcl", a, b, c),
+    };
 }
 
 /// `value` in decimal; in 64 bits when it fits, which is several times

@@ -87,13 +87,7 @@ fn integer(arg: &[u8], min: u64, max: u64) -> Option<u64> {
         [b'+', digits @ ..] => (false, digits),
         digits => (false, digits),
     };
-    if digits.is_empty() {
-        return None;
-    }
-    let value = digits.iter().try_fold(0u64, |acc, &b| {
-        let digit = char::from(b).to_digit(10)?;
-        acc.checked_mul(10)?.checked_add(u64::from(digit))
-    })?;
+    let value = crate::args::integer(digits)?;
     (!(negative && value != 0) && (min..=max).contains(&value)).then_some(value)
 }
 
