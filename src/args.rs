@@ -87,9 +87,17 @@ fn wide_integer(arg: &[u8]) -> Option<u128> {
     })
 }
 
-/// A non-negative decimal integer of plain ASCII digits, up to 64 bits.
+/// A non-negative decimal integer of plain ASCII digits, up to 64 bits:
+/// `wide_integer`'s fold in 64-bit arithmetic, since every call parses
+/// two or three of these.
 pub fn integer(arg: &[u8]) -> Option<u64> {
-    wide_integer(arg).and_then(|value| u64::try_from(value).ok())
+    if arg.is_empty() || arg.len() > 20 {
+        return None;
+    }
+    arg.iter().try_fold(0u64, |acc, &b| {
+        let digit = char::from(b).to_digit(10)?;
+        acc.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// A non-negative decimal (`12`, `0.5`, `.25`, `3.`) in millionths, rounded

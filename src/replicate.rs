@@ -11,7 +11,6 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
     let (fields, count) = state.fields();
     let mut text = [itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new()];
     let [ta, tb, tc] = &mut text;
-    let (a, b, c) = (decimal(ta, fields[0]), decimal(tb, fields[1]), decimal(tc, fields[2]));
     let (ctx, setstate, kind, pxat) = (ctx.get_raw(), c"RL.SETSTATE", state.name(), c"PXAT");
     // One call a field count, each format string matching its arguments.
     macro_rules! setstate {
@@ -31,10 +30,17 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
             }
         };
     }
+    let a = decimal(ta, fields[0]);
     match count {
         1 => setstate!(c"scbcl", a),
-        2 => setstate!(c"scbbcl", a, b),
-        _ => setstate!(c"scbbbcl", a, b, c),
+        2 => {
+            let b = decimal(tb, fields[1]);
+            setstate!(c"scbbcl", a, b)
+        }
+        _ => {
+            let (b, c) = (decimal(tb, fields[1]), decimal(tc, fields[2]));
+            setstate!(c"scbbbcl", a, b, c)
+        }
     };
 }
 
