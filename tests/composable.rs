@@ -12,8 +12,8 @@ use std::thread;
 use std::time::Duration;
 
 use common::{
-    Server, aof_base, dump, error, ints, is_rdb, multi, server_ms, snapshot, start_replica,
-    wait_for_aof_rewrite, wait_for_replica,
+    Server, aof_base, aof_server, dump, error, ints, is_rdb, multi, server_ms, snapshot,
+    start_replica, wait_for_aof_rewrite, wait_for_replica,
 };
 
 /// T in microseconds.
@@ -682,17 +682,6 @@ fn multi_on_server_clock_replicates_exactly() {
     let on_primary = snapshot(p, &keys);
     assert_all_present(&on_primary);
     assert_eq!(snapshot(r, &keys), on_primary, "DUMP and PEXPIRETIME on the replica");
-}
-
-fn aof_server(preamble: &str) -> Server {
-    Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ])
 }
 
 /// RL.MULTI on the server clock, an AOF rewrite, more of it after the

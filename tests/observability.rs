@@ -165,6 +165,60 @@ fn info_counts_calls_units_and_keys() {
 }
 
 #[test]
+fn info_counts_multi_peek_and_refund() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let multi = |con: &mut redis::Connection, n: [&str; 2]| {
+        let _: redis::Value = redis::cmd("RL.MULTI")
+            .arg(&["2", "m:a", "m:b", "1000", "TOKENBUCKET", "4", "0.001", n[0]])
+            .arg(&["FIXEDWINDOW", "3", "1000000", n[1]])
+            .query(con)
+            .unwrap();
+    };
+    // Admitted: 1 + 2 units; denied (the window holds 3): 1 + 2 units.
+    multi(con, ["1", "2"]);
+    multi(con, ["1", "2"]);
+    assert_eq!(info_value(con, "ratelimit_multi"), "calls=2,admitted_units=3,denied_units=3");
+    // A peek that would admit 3 tokens of the 3 left, one that would not admit 4.
+    ints(con, &["RL.PEEK", "m:a", "TOKENBUCKET", "4", "0.001", "1000", "3"]);
+    ints(con, &["RL.PEEK", "m:a", "TOKENBUCKET", "4", "0.001", "1000", "4"]);
+    assert_eq!(info_value(con, "ratelimit_peek"), "calls=2,admitted_units=3,denied_units=4");
+    ints(con, &["RL.REFUND", "m:b", "FIXEDWINDOW", "3", "1000000", "1000", "2"]);
+    ints(con, &["RL.REFUND", "missing", "FIXEDWINDOW", "3", "1000000", "1000", "5"]);
+    assert_eq!(info_value(con, "ratelimit_refund"), "calls=2,refunded_units=7");
+    // The single-key commands' counters saw none of it.
+    assert_eq!(info_value(con, "ratelimit_tokenbucket"), "calls=0,admitted_units=0,denied_units=0");
+}
+
+#[test]
+fn multi_and_refund_emit_their_events() {
+    let server = Server::start(&["--notify-keyspace-events", "Eg$d"]);
+    let mut listener = server.connect();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let con = &mut server.connect();
+    let mut next = || {
+        let message = pubsub.get_message().unwrap();
+        (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap())
+    };
+    let event = |name: &str, key: &str| (format!("__keyevent@0__:{name}"), key.to_string());
+    let _: redis::Value = redis::cmd("RL.MULTI")
+        .arg(&["2", "a", "b", "1000", "TOKENBUCKET", "4", "0.001", "1"])
+        .arg(&["FIXEDWINDOW", "3", "1000000", "0"])
+        .query(con)
+        .unwrap();
+    // Only the key that took units is written; the look at b writes nothing.
+    assert_eq!(next(), event("rl.multi", "a"));
+    ints(con, &["RL.REFUND", "a", "TOKENBUCKET", "4", "0.001", "1000", "1"]);
+    // Full again: the refund deletes the key, as Redis deletes an emptied list.
+    assert_eq!(next(), event("rl.refund", "a"));
+    assert_eq!(next(), event("del", "a"));
+    let _: () = redis::cmd("SET").arg("sentinel").arg("1").query(con).unwrap();
+    assert_eq!(next(), event("set", "sentinel"));
+}
+
+#[test]
 fn writes_emit_keyspace_events_and_nothing_else_does() {
     let server = Server::start(&["--notify-keyspace-events", "Ed"]);
     let mut listener = server.connect();

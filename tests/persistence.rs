@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::thread::sleep;
-use std::time::Duration;
-
-use common::{Server, dump, info_field, ints};
+use common::{Server, aof_base, aof_server, contains, dump, ints, wait_for_aof_rewrite};
 
 /// Every kind of limiter, each with parameters under which nothing expires
 /// while a test runs.
@@ -55,18 +52,6 @@ fn assert_all_present(snap: &Snapshot) {
     }
 }
 
-fn wait_for_rewrite(con: &mut redis::Connection) {
-    for _ in 0..500 {
-        if info_field(con, "persistence", "aof_rewrite_in_progress") == "0"
-            && info_field(con, "persistence", "aof_rewrite_scheduled") == "0"
-        {
-            return;
-        }
-        sleep(Duration::from_millis(20));
-    }
-    panic!("BGREWRITEAOF did not finish");
-}
-
 #[test]
 fn debug_reload_keeps_state() {
     let server = Server::start(&[]);
@@ -112,30 +97,17 @@ fn aof_replay_keeps_state() {
 }
 
 fn rewrite_then_restart(preamble: &str) {
-    let mut server = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ]);
+    let mut server = aof_server(preamble);
     let before = {
         let con = &mut server.connect();
         fill(con, 0);
-        wait_for_rewrite(con); // the initial rewrite that turning AOF on starts
+        wait_for_aof_rewrite(con); // the initial rewrite that turning AOF on starts
         let _: String = redis::cmd("BGREWRITEAOF").query(con).unwrap();
-        wait_for_rewrite(con);
+        wait_for_aof_rewrite(con);
         fill(con, 2); // these land in the incremental file after the rewrite
         snapshot(con)
     };
-    let base = std::fs::read_dir(server.dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.to_string_lossy().contains(".base."))
-        .expect("a base AOF file");
-    let base = std::fs::read(base).unwrap();
-    let has_commands = base.windows(11).any(|w| w == b"RL.SETSTATE");
+    let has_commands = contains(&aof_base(&server), b"RL.SETSTATE");
     assert_eq!(has_commands, preamble == "no", "the rewrite's form");
     assert_all_present(&before);
     server.restart();

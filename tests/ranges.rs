@@ -13,7 +13,8 @@
 mod common;
 
 use common::{
-    Server, aof_base, dump, err, ints, is_rdb, snapshot, start_replica, wait_for_aof_rewrite,
+    Server, aof_base, contains, dump, err, ints, is_rdb, snapshot, start_replica,
+    wait_for_aof_rewrite,
 };
 
 /// 2^53 - 1, the largest capacity, limit and n.
@@ -533,10 +534,6 @@ fn rewrite_and_load_aof(con: &mut redis::Connection) {
 
 /// The base file of the AOF (Redis 7's appendonlydir): binary RDB with the
 /// preamble, commands without.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 #[test]
 fn extreme_states_survive_an_aof_rewrite_with_the_rdb_preamble() {
     let server = Server::start(&[]);

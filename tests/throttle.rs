@@ -12,8 +12,8 @@ use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{
-    Server, dump, error, info_field, ints, module_path, server_ms, snapshot, start_replica,
-    wait_for_aof_rewrite, wait_for_replica,
+    Server, aof_server, contains, dump, error, info_field, ints, module_path, server_ms, snapshot,
+    start_replica, wait_for_aof_rewrite, wait_for_replica,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -247,27 +247,16 @@ fn aof_files(server: &Server, kind: &str) -> Vec<u8> {
         .collect()
 }
 
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
 /// The AOF (replayed, then rewritten with and without the RDB preamble)
 /// holds the effect, never the clock-reading call.
 fn aof_keeps_state(preamble: &str) {
-    let mut server = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ]);
+    let mut server = aof_server(preamble);
     let con = &mut server.connect();
     wait_for_aof_rewrite(con);
     let keys = fill(con, 0);
     let incremental = aof_files(&server, ".incr.");
-    assert!(contains(&incremental, "RL.SETSTATE") && contains(&incremental, "THROTTLE"));
-    assert!(contains(&incremental, "PXAT") && !contains(&incremental, "RL.THROTTLE"));
+    assert!(contains(&incremental, b"RL.SETSTATE") && contains(&incremental, b"THROTTLE"));
+    assert!(contains(&incremental, b"PXAT") && !contains(&incremental, b"RL.THROTTLE"));
     let before = snapshot(con, &keys);
     server.restart();
     let con = &mut server.connect();
@@ -276,7 +265,7 @@ fn aof_keeps_state(preamble: &str) {
     let _: String = redis::cmd("BGREWRITEAOF").query(con).unwrap();
     wait_for_aof_rewrite(con);
     let base = aof_files(&server, ".base.");
-    assert_eq!(contains(&base, "RL.SETSTATE"), preamble == "no", "the rewrite's form");
+    assert_eq!(contains(&base, b"RL.SETSTATE"), preamble == "no", "the rewrite's form");
     let mut keys: Vec<&str> = keys.into_iter().chain(fill(con, 3)).collect();
     keys.sort();
     keys.dedup();

@@ -347,3 +347,21 @@ pub fn aof_base(server: &Server) -> Vec<u8> {
 pub fn is_rdb(bytes: &[u8]) -> bool {
     bytes.starts_with(b"REDIS") || bytes.starts_with(b"VALKEY")
 }
+
+/// A server with the AOF on, each write synced, with or without the RDB
+/// preamble in its rewrites (`preamble` "yes" or "no").
+pub fn aof_server(preamble: &str) -> Server {
+    Server::start(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        preamble,
+    ])
+}
+
+/// Whether `needle` occurs in `haystack` (a command name in an AOF file).
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|window| window == needle)
+}
