@@ -17,40 +17,40 @@ use crate::state::Owned;
 use crate::stats::{self, Counters};
 
 /// `RL.TOKENBUCKET key capacity rate now [n]`
-pub fn token_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    single(ctx, &argv, Algorithm::TokenBucket)
+pub fn token_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    single(ctx, argv, Algorithm::TokenBucket)
 }
 
 /// `RL.LEAKYBUCKET key capacity rate now [n]`: replies with a sixth field,
 /// `delay_ms`.
-pub fn leaky_bucket(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    single(ctx, &argv, Algorithm::LeakyBucket)
+pub fn leaky_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    single(ctx, argv, Algorithm::LeakyBucket)
 }
 
 /// `RL.FIXEDWINDOW key limit window now [n]`
-pub fn fixed_window(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    single(ctx, &argv, Algorithm::FixedWindow)
+pub fn fixed_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    single(ctx, argv, Algorithm::FixedWindow)
 }
 
 /// `RL.SLIDINGWINDOW key limit window now [n]`
-pub fn sliding_window(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    single(ctx, &argv, Algorithm::SlidingWindow)
+pub fn sliding_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    single(ctx, argv, Algorithm::SlidingWindow)
 }
 
 /// `RL.SLIDINGLOG key limit window now [n]`
-pub fn sliding_log(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    single(ctx, &argv, Algorithm::SlidingLog)
+pub fn sliding_log(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    single(ctx, argv, Algorithm::SlidingLog)
 }
 
 /// `RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]`:
 /// every limit admits its `n` and takes it, or nothing changes anywhere.
-pub fn multi(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     if ctx.is_keys_position_request() {
-        declare_keys(ctx, &argv);
+        declare_keys(ctx, argv);
         return Ok(RedisValue::NoReply);
     }
     run(|| {
-        let (names, now, calls) = parse_multi(&argv)?;
+        let (names, now, calls) = parse_multi(argv)?;
         let (server_us, now_us) = resolve(now);
         let mut keys: Vec<LimiterKey> =
             names.iter().map(|name| LimiterKey::open(ctx, name, true)).collect();
@@ -144,9 +144,9 @@ fn declare_keys(ctx: &Context, argv: &[RedisString]) {
 
 /// `RL.PEEK key ALGORITHM a b now [n]`: the reply the call would get, with
 /// nothing taken, created or signalled.
-pub fn peek(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+pub fn peek(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     run(|| {
-        let [_, name, algorithm, a, b, now, rest @ ..] = &argv[..] else {
+        let [_, name, algorithm, a, b, now, rest @ ..] = argv else {
             return Err(Error::WrongArity);
         };
         let limit = args::limit_spec(algorithm, a, b)?;
@@ -160,9 +160,9 @@ pub fn peek(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 }
 
 /// `RL.REFUND key ALGORITHM a b now n`: gives back up to `n` units.
-pub fn refund(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     run(|| {
-        let [_, name, algorithm, a, b, now, n] = &argv[..] else {
+        let [_, name, algorithm, a, b, now, n] = argv else {
             return Err(Error::WrongArity);
         };
         let limit = args::limit_spec(algorithm, a, b)?;
@@ -178,9 +178,9 @@ pub fn refund(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 /// `RL.SETSTATE key kind field... [PXAT unix_ms]`: writes a state as it is.
 /// Replicas, the AOF and AOF rewrite receive changes in this form, so
 /// replaying them never depends on a clock.
-pub fn set_state(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     let run = || {
-        let [_, name, kind, rest @ ..] = &argv[..] else { return Err(Error::WrongArity) };
+        let [_, name, kind, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (fields, expire_at_ms) = args::state_fields(rest)?;
         let owned = Owned::from_setstate(kind, &fields).ok_or(Error::State)?;
         let mut key = LimiterKey::open(ctx, name, true);

@@ -8,6 +8,7 @@ mod algorithms;
 mod args;
 mod clock;
 mod commands;
+mod entry;
 mod error;
 mod key;
 mod limit;
@@ -44,23 +45,10 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
             return redis_module::Status::Err;
         }
     }
-    if cell_name {
-        // SAFETY: called from RedisModule_OnLoad with a valid context.
-        let created = unsafe {
-            raw::RedisModule_CreateCommand.unwrap()(
-                ctx.get_raw(),
-                throttle::CELL_NAME.as_ptr(),
-                Some(throttle::cell_command),
-                c"write deny-oom fast".as_ptr(),
-                1,
-                1,
-                1,
-            )
-        };
-        if created != raw::REDISMODULE_OK as i32 {
-            ctx.log_warning("ratelimit: could not register CL.THROTTLE (is redis-cell loaded?)");
-            return redis_module::Status::Err;
-        }
+    replicate::init();
+    if let Err(message) = entry::register(ctx, cell_name) {
+        ctx.log_warning(&message);
+        return redis_module::Status::Err;
     }
     // SAFETY: called from RedisModule_OnLoad with a valid context.
     unsafe {
@@ -89,18 +77,4 @@ redis_module::redis_module! {
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [RATELIMIT_TYPE],
     init: init,
-    commands: [
-        ["RL.TOKENBUCKET", commands::token_bucket, "write deny-oom fast", 1, 1, 1, ""],
-        ["RL.LEAKYBUCKET", commands::leaky_bucket, "write deny-oom fast", 1, 1, 1, ""],
-        ["RL.FIXEDWINDOW", commands::fixed_window, "write deny-oom fast", 1, 1, 1, ""],
-        ["RL.SLIDINGWINDOW", commands::sliding_window, "write deny-oom fast", 1, 1, 1, ""],
-        ["RL.SLIDINGLOG", commands::sliding_log, "write deny-oom", 1, 1, 1, ""],
-        // Its keys: the key spec set in `init` (numkeys), and the command
-        // itself when asked (Redis 7.0's cluster routing asks it).
-        ["RL.MULTI", commands::multi, "write deny-oom getkeys-api", 0, 0, 0, ""],
-        ["RL.PEEK", commands::peek, "readonly fast", 1, 1, 1, ""],
-        ["RL.REFUND", commands::refund, "write deny-oom", 1, 1, 1, ""],
-        ["RL.SETSTATE", commands::set_state, "write deny-oom", 1, 1, 1, ""],
-        ["RL.THROTTLE", throttle::throttle, "write deny-oom fast", 1, 1, 1, ""],
-    ],
 }

@@ -2,16 +2,48 @@
 //! resolved and its expiry absolute, never the clock-dependent call. Built
 //! from stack buffers, since this runs on every admitted call.
 
+use std::sync::OnceLock;
+
 use redis_module::{Context, RedisString, raw};
 
 use crate::state::Fixed;
+
+/// The constant arguments of RL.SETSTATE, made once: Redis takes a
+/// reference to a string where it would copy a C string on every call.
+struct Constants {
+    pxat: Shared,
+    kinds: [Shared; Fixed::NAMES.len()],
+}
+
+struct Shared(*mut raw::RedisModuleString);
+
+// SAFETY: made once at load and only ever read, on Redis's main thread.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+static CONSTANTS: OnceLock<Constants> = OnceLock::new();
+
+/// Makes the constant arguments; called once, at load.
+pub fn init() {
+    let make = |text: &std::ffi::CStr| {
+        let bytes = text.to_bytes();
+        // SAFETY: a null context makes a string that lives until freed,
+        // which it never is: the module cannot be unloaded.
+        Shared(unsafe {
+            raw::RedisModule_CreateString.unwrap()(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len())
+        })
+    };
+    CONSTANTS.get_or_init(|| Constants { pxat: make(c"PXAT"), kinds: Fixed::NAMES.map(make) });
+}
 
 /// `RL.SETSTATE key KIND field... PXAT expire_at`.
 pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i64) {
     let (fields, count) = state.fields();
     let mut text = [itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new()];
     let [ta, tb, tc] = &mut text;
-    let (ctx, setstate, kind, pxat) = (ctx.get_raw(), c"RL.SETSTATE", state.name(), c"PXAT");
+    let constants = CONSTANTS.get().expect("replicate::init runs at load");
+    let (ctx, setstate) = (ctx.get_raw(), c"RL.SETSTATE");
+    let (kind, pxat) = (constants.kinds[state.kind()].0, constants.pxat.0);
     // One call a field count, each format string matching its arguments.
     macro_rules! setstate {
         ($format:literal $(, $field:ident)*) => {
@@ -22,9 +54,9 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
                     setstate.as_ptr(),
                     $format.as_ptr(),
                     name.inner,
-                    kind.as_ptr(),
+                    kind,
                     $($field.as_ptr(), $field.len(),)*
-                    pxat.as_ptr(),
+                    pxat,
                     expire_at_ms,
                 )
             }
@@ -32,14 +64,14 @@ pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i6
     }
     let a = decimal(ta, fields[0]);
     match count {
-        1 => setstate!(c"scbcl", a),
+        1 => setstate!(c"ssbsl", a),
         2 => {
             let b = decimal(tb, fields[1]);
-            setstate!(c"scbbcl", a, b)
+            setstate!(c"ssbbsl", a, b)
         }
         _ => {
             let (b, c) = (decimal(tb, fields[1]), decimal(tc, fields[2]));
-            setstate!(c"scbbbcl", a, b, c)
+            setstate!(c"ssbbbsl", a, b, c)
         }
     };
 }

@@ -75,12 +75,21 @@ pub enum Owned {
 impl Fixed {
     /// Its name in RL.SETSTATE (the algorithm's).
     pub fn name(&self) -> &'static CStr {
+        Fixed::NAMES[self.kind()]
+    }
+
+    /// The names of the kinds, by `kind()`.
+    pub const NAMES: [&'static CStr; 5] =
+        [c"TOKENBUCKET", c"LEAKYBUCKET", c"FIXEDWINDOW", c"SLIDINGWINDOW", c"THROTTLE"];
+
+    /// Its kind's place in `NAMES`.
+    pub fn kind(&self) -> usize {
         match self {
-            Fixed::TokenBucket(_) => c"TOKENBUCKET",
-            Fixed::LeakyBucket(_) => c"LEAKYBUCKET",
-            Fixed::FixedWindow(_) => c"FIXEDWINDOW",
-            Fixed::SlidingWindow(_) => c"SLIDINGWINDOW",
-            Fixed::Throttle(_) => c"THROTTLE",
+            Fixed::TokenBucket(_) => 0,
+            Fixed::LeakyBucket(_) => 1,
+            Fixed::FixedWindow(_) => 2,
+            Fixed::SlidingWindow(_) => 3,
+            Fixed::Throttle(_) => 4,
         }
     }
 

@@ -6,7 +6,7 @@
 //! replicates the clock-reading call itself). The math is
 //! `algorithms::gcra`; this is the glue.
 
-use std::ffi::{CStr, c_int};
+use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
@@ -26,8 +26,8 @@ pub const CELL_NAME: &CStr = c"CL.THROTTLE";
 
 /// `RL.THROTTLE key max_burst count_per_period period [quantity]`:
 /// `[limited, limit, remaining, retry_after_s, reset_after_s]`.
-pub fn throttle(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run(ctx, &argv).map(|()| RedisValue::NoReply).map_err(Error::into_redis)
+pub fn throttle(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    run(ctx, argv).map(|()| RedisValue::NoReply).map_err(Error::into_redis)
 }
 
 fn run(ctx: &Context, argv: &[RedisString]) -> Result<(), Error> {
@@ -89,18 +89,6 @@ fn integer(arg: &[u8], min: u64, max: u64) -> Option<u64> {
     };
     let value = crate::args::integer(digits)?;
     (!(negative && value != 0) && (min..=max).contains(&value)).then_some(value)
-}
-
-/// `CL.THROTTLE`, registered in `init` when the module argument asks for
-/// it: the same command under redis-cell's name.
-pub extern "C" fn cell_command(
-    ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    let context = Context::new(ctx);
-    let args = redis_module::decode_args(ctx, argv, argc);
-    context.reply(throttle(&context, args)) as c_int
 }
 
 #[cfg(test)]
