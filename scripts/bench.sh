@@ -399,9 +399,10 @@ memory() {
   bytes RL.TOKENBUCKET "redis.call('RL.TOKENBUCKET', k, 1000000, 0.001, '*', 1)"
   # The largest bucket that keeps 16 bytes of state, and the smallest that
   # needs 24: after one call 18446745 tokens are left, past 64 bits of
-  # pico-tokens.
-  bytes "RL.TOKENBUCKET capacity 18446744" "redis.call('RL.TOKENBUCKET', k, 18446744, 1, '*', 1)"
-  bytes "RL.TOKENBUCKET capacity 18446746" "redis.call('RL.TOKENBUCKET', k, 18446746, 1, '*', 1)"
+  # pico-tokens. (At a rate of 1 a second their keys would expire a second
+  # after the call, before the last of a million were created.)
+  bytes "RL.TOKENBUCKET capacity 18446744" "redis.call('RL.TOKENBUCKET', k, 18446744, 0.001, '*', 1)"
+  bytes "RL.TOKENBUCKET capacity 18446746" "redis.call('RL.TOKENBUCKET', k, 18446746, 0.001, '*', 1)"
   bytes RL.LEAKYBUCKET "redis.call('RL.LEAKYBUCKET', k, 1000000, 0.001, '*', 1)"
   local command
   for command in RL.FIXEDWINDOW RL.SLIDINGWINDOW RL.SLIDINGLOG; do
