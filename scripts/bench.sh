@@ -43,9 +43,10 @@ cli() { taskset -c "$client_cpu" redis-cli -p "$port" "$@"; }
 
 # Sets cell_so and cell_label when CL.THROTTLE can be compared, else prints
 # why not in one line. CELL_MODULE wins; otherwise the newest redis-cell of
-# cargo's registry is fetched with cargo itself (a throwaway manifest that
-# depends on redis-cell "*", vendored), copied to $out/redis-cell-VERSION
-# and built there once. Nothing of it is part of the project.
+# cargo's registry, fetched with cargo itself: a throwaway manifest that
+# depends on redis-cell "*" tells the version, cargo vendor brings its
+# source, which is copied to $out/redis-cell-VERSION and built there once.
+# Nothing of it is part of the project.
 cell_so=""
 cell_label=""
 find_cell() {
@@ -55,7 +56,7 @@ find_cell() {
     cell_label="CELL_MODULE=$CELL_MODULE"
     return
   fi
-  local fetch=$out/cell-fetch log=$out/cell.log src version
+  local fetch=$out/cell-fetch log=$out/cell.log version dir
   mkdir -p "$fetch/src"
   : >"$fetch/src/lib.rs"
   cat >"$fetch/Cargo.toml" <<'EOF'
@@ -70,17 +71,27 @@ redis-cell = "*"
 
 [workspace]
 EOF
-  # No lock file: resolve "*" to the newest version again on every run.
-  rm -rf "$fetch/Cargo.lock" "$fetch/vendor"
-  if ! cargo vendor --versioned-dirs --manifest-path "$fetch/Cargo.toml" "$fetch/vendor" >"$log" 2>&1; then
-    cell_skip "cargo could not fetch it: $(first_error "$log")"
+  # No lock file kept: "*" resolves to the newest version on every run.
+  rm -f "$fetch/Cargo.lock"
+  if ! cargo generate-lockfile --manifest-path "$fetch/Cargo.toml" >"$log" 2>&1; then
+    cell_skip "cargo could not resolve it: $(first_error "$log")"
     return
   fi
-  src=$(find "$fetch/vendor" -maxdepth 1 -name 'redis-cell-*' | head -n 1)
-  [ -n "$src" ] || { cell_skip "cargo vendor did not produce its source"; return; }
-  version=${src##*/redis-cell-}
-  local dir=$out/redis-cell-$version
-  [ -d "$dir" ] || cp -r "$src" "$dir"
+  version=$(awk -F'"' '$0 == "name = \"redis-cell\"" { getline; print $2; exit }' "$fetch/Cargo.lock")
+  dir=$out/redis-cell-$version
+  if [ ! -f "$dir/Cargo.toml" ]; then
+    # Vendoring brings every platform's dependencies too (100+ MB of
+    # Windows libraries): keep redis-cell's own source only.
+    rm -rf "$fetch/vendor"
+    if ! cargo vendor --versioned-dirs --manifest-path "$fetch/Cargo.toml" "$fetch/vendor" >>"$log" 2>&1 \
+      || [ ! -d "$fetch/vendor/redis-cell-$version" ]; then
+      cell_skip "cargo could not fetch redis-cell $version: $(first_error "$log")"
+      return
+    fi
+    rm -rf "$dir"
+    cp -r "$fetch/vendor/redis-cell-$version" "$dir"
+    rm -rf "$fetch/vendor"
+  fi
   note "redis-cell $version: building in $dir (log: $log)"
   if ! (cd "$dir" && CARGO_TARGET_DIR="$PWD/target" cargo build --release) >>"$log" 2>&1; then
     cell_skip "redis-cell $version does not build: $(first_error "$log")"
