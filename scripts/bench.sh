@@ -105,19 +105,28 @@ first_error() { grep -m 1 -E '^(error|warning: spurious)' "$1" || tail -n 1 "$1"
 
 # --- the server ------------------------------------------------------------
 
-dir=$(mktemp -d)
+server_dir=$(mktemp -d)
+# Shuts down the server this script started (its pid file says it did),
+# however the script ends.
+stop_server() {
+  [ ! -f "$server_dir/redis.pid" ] || cli shutdown nosave >/dev/null 2>&1 || true
+  rm -rf "$server_dir"
+}
+trap stop_server EXIT
+
 start_server() {
+  # Another server on the port would answer the bench's calls instead.
+  ! cli ping >/dev/null 2>&1 || die "a server already answers on port $port (BENCH_PORT picks another)"
   local extra=()
   [ -z "$cell_so" ] || extra=(--loadmodule "$cell_so")
   taskset -c "$server_cpu" "$server" --port "$port" --bind 127.0.0.1 --save "" \
-    --appendonly no --dir "$dir" --daemonize yes --logfile "$dir/redis.log" \
-    --pidfile "$dir/redis.pid" --loadmodule "$module" "${extra[@]}" \
+    --appendonly no --dir "$server_dir" --daemonize yes --logfile "$server_dir/redis.log" \
+    --pidfile "$server_dir/redis.pid" --loadmodule "$module" "${extra[@]}" \
     || die "$server did not start"
-  trap 'cli shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
   local tries=0
   until cli ping >/dev/null 2>&1; do
     tries=$((tries + 1))
-    [ "$tries" -lt 100 ] || die "$server did not answer; its log: $(tail -n 5 "$dir/redis.log")"
+    [ "$tries" -lt 100 ] || die "$server did not answer; its log: $(tail -n 5 "$server_dir/redis.log")"
     sleep 0.1
   done
 }
@@ -238,11 +247,15 @@ warm_up() {
   [ "$(cli dbsize)" -eq $((1000 * per_call)) ] || die "warm-up of '$1' left $(cli dbsize) keys"
 }
 
-# verdict COMMAND: the first field of one call's reply, on the key 0 of a
-# random-key command.
+# verdict COMMAND: the first field of one call's reply. A random-key
+# command calls a key that the run used (RANDOMKEY: on the new path most of
+# the 100000 were never drawn, and a fresh key admits whatever happened).
 verdict() {
-  local argv
-  read -ra argv <<<"${1//__rand_int__/000000000000}"
+  local argv number
+  number=$(cli randomkey)
+  number=${number##*:}
+  [[ $number =~ ^[0-9]{12}$ ]] || number=000000000000
+  read -ra argv <<<"${1//__rand_int__/$number}"
   cli "${argv[@]}" | head -n 1
 }
 
@@ -421,8 +434,8 @@ memory() {
   done
   bytes RL.THROTTLE "redis.call('RL.THROTTLE', k, 100000, 1, 1000)"
   # Two keys a call, key:(i) and key:(i + 1) for odd i: the average of a
-  # token bucket and a fixed window.
-  # (An odd last key gets a call of one limit.)
+  # token bucket and a fixed window. (An odd last key gets a call of one
+  # limit.)
   bytes "RL.MULTI (per key, 2 keys a call)" "if i % 2 == 1 and i < $keys then
     redis.call('RL.MULTI', 2, k, 'key:' .. string.format('%012d', i + 1), '*',
       'TOKENBUCKET', 1000000, 0.001, 1, 'FIXEDWINDOW', 1000000, 1000000000, 1)
@@ -442,7 +455,7 @@ chart() {
       || { echo "chart not drawn: matplotlib could not be installed into $venv"; return; }
   fi
   "$venv/bin/python" scripts/bench_chart.py "$summary" docs/bench.svg \
-    "usec_per_call of each command, median of $rounds interleaved rounds (bars: min-max)" \
+    "usec_per_call of each command, median of $rounds interleaved rounds (whiskers: fastest and slowest round)" \
     "$machine; redis-benchmark -c $clients -P $pipeline, $requests requests a run; server and client pinned to a core each"
   echo "chart: docs/bench.svg"
 }
