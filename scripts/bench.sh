@@ -92,7 +92,7 @@ EOF
     cp -r "$fetch/vendor/redis-cell-$version" "$dir"
     rm -rf "$fetch/vendor"
   fi
-  note "redis-cell $version: building in $dir (log: $log)"
+  note "redis-cell $version: cargo build --release in $dir (log: $log)"
   if ! (cd "$dir" && CARGO_TARGET_DIR="$PWD/target" cargo build --release) >>"$log" 2>&1; then
     cell_skip "redis-cell $version does not build: $(first_error "$log")"
     return
