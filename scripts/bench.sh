@@ -41,14 +41,15 @@ cli() { taskset -c "$client_cpu" redis-cli -p "$port" "$@"; }
 
 # --- redis-cell ------------------------------------------------------------
 
-# Sets cell_so and cell_label when CL.THROTTLE can be compared, else prints
-# why not in one line. CELL_MODULE wins; otherwise the newest redis-cell of
-# cargo's registry, fetched with cargo itself: a throwaway manifest that
-# depends on redis-cell "*" tells the version, cargo vendor brings its
-# source, which is copied to $out/redis-cell-VERSION and built there once.
-# Nothing of it is part of the project.
+# Sets cell_so, cell_label and cell_row when CL.THROTTLE can be compared,
+# else prints why not in one line. CELL_MODULE wins; otherwise the newest
+# redis-cell of cargo's registry, fetched with cargo itself: a throwaway
+# manifest that depends on redis-cell "*" tells the version, cargo vendor
+# brings its source, which is copied to $out/redis-cell-VERSION and built
+# there once. Nothing of it is part of the project.
 cell_so=""
 cell_label=""
+cell_row="CL.THROTTLE (redis-cell)"
 find_cell() {
   if [ -n "${CELL_MODULE:-}" ]; then
     [ -f "$CELL_MODULE" ] || die "CELL_MODULE=$CELL_MODULE: no such file"
@@ -99,6 +100,7 @@ EOF
   fi
   cell_so=$(realpath "$dir/target/release/libredis_cell.so")
   cell_label="redis-cell $version, built from the registry's source"
+  cell_row="CL.THROTTLE (redis-cell $version)"
 }
 cell_skip() { echo "CL.THROTTLE (redis-cell) left out: $*"; }
 first_error() { grep -m 1 -E '^(error|warning: spurious)' "$1" || tail -n 1 "$1"; }
@@ -191,7 +193,7 @@ define_commands() {
     echo "GCRA left out: $(basename "$server") has no GCRA command"
   fi
   if [ -n "$cell_so" ]; then
-    define "CL.THROTTLE (redis-cell)" 0 "CL.THROTTLE cl:__rand_int__ 100000 1 1000" \
+    define "$cell_row" 0 "CL.THROTTLE cl:__rand_int__ 100000 1 1000" \
       "CL.THROTTLE cl:one 0 1 1000000"
   fi
   define RL.TOKENBUCKET 1 "RL.TOKENBUCKET tb:__rand_int__ 1000000 0.001 * 1" \
@@ -419,7 +421,7 @@ memory() {
   if [ "$has_gcra" = 1 ]; then
     bytes "GCRA (core)" "redis.call('GCRA', k, 100000, 1, 1000)"
   fi
-  [ -z "$cell_so" ] || bytes "CL.THROTTLE (redis-cell)" "redis.call('CL.THROTTLE', k, 100000, 1, 1000)"
+  [ -z "$cell_so" ] || bytes "$cell_row" "redis.call('CL.THROTTLE', k, 100000, 1, 1000)"
   bytes RL.TOKENBUCKET "redis.call('RL.TOKENBUCKET', k, 1000000, 0.001, '*', 1)"
   # The largest bucket that keeps 16 bytes of state, and the smallest that
   # needs 24: after one call 18446745 tokens are left, past 64 bits of
