@@ -43,6 +43,11 @@ run: build
 	@echo "  redis-cli -p $(PORT) RL.TOKENBUCKET user:42 10 1 '*' 1"
 	redis-server redis.conf.example --port $(PORT)
 
+# usec_per_call of every command on new keys, 1000 warm keys and one denied
+# key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA and
+# redis-cell, medians of 3 interleaved rounds; memory per key; a CSV and
+# docs/bench.svg (scripts/bench.sh; about 7 minutes). REDIS_SERVER picks
+# the server, CELL_MODULE a redis-cell build.
 bench: build
 	scripts/bench.sh
 
