@@ -2,7 +2,7 @@
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
 
-.PHONY: all deps build test test-clients memcheck run bench cluster cluster-stop example clean
+.PHONY: all deps build test test-clients memcheck run bench instructions cluster cluster-stop example clean
 
 all: build
 
@@ -50,6 +50,13 @@ run: build
 # the server, CELL_MODULE a redis-cell build.
 bench: build
 	scripts/bench.sh
+
+# Instructions per call under valgrind on the bench's three paths: the
+# same figure for the same build on a busy or an idle machine
+# (scripts/instructions.sh; REDIS_SERVER picks the server; about 3 minutes).
+instructions: build
+	@WITH_VALGRIND=1 scripts/install-deps.sh
+	scripts/instructions.sh
 
 cluster: build
 	scripts/cluster.sh start
