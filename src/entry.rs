@@ -119,7 +119,9 @@ pub fn register(ctx: &Context, cell_name: bool) -> Result<(), String> {
         };
         if created != raw::REDISMODULE_OK as c_int {
             let name = command.name.to_string_lossy();
-            return Err(format!("ratelimit: could not register {name} (does redis-cell or another module have it?)"));
+            return Err(format!(
+                "ratelimit: could not register {name} (does redis-cell or another module have it?)"
+            ));
         }
     }
     Ok(())

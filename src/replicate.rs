@@ -30,7 +30,11 @@ pub fn init() {
         // SAFETY: a null context makes a string that lives until freed,
         // which it never is: the module cannot be unloaded.
         Shared(unsafe {
-            raw::RedisModule_CreateString.unwrap()(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len())
+            raw::RedisModule_CreateString.unwrap()(
+                std::ptr::null_mut(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+            )
         })
     };
     CONSTANTS.get_or_init(|| Constants { pxat: make(c"PXAT"), kinds: Fixed::NAMES.map(make) });
