@@ -3,9 +3,10 @@
 
 use std::ops::Deref;
 
+use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
 use crate::error::Error;
-use crate::limit::{Algorithm, Limit};
+use crate::limit::{Algorithm, Change, Limit};
 
 /// Microseconds per second: `now`, `rate` and `window` are read to six decimals.
 const MICRO: u64 = 1_000_000;
@@ -74,6 +75,25 @@ pub fn state_fields<A: Deref<Target = [u8]>>(
     };
     let fields = fields.iter().map(|f| wide_integer(f)).collect::<Option<Vec<_>>>();
     Ok((fields.ok_or(Error::State)?, expire_at))
+}
+
+/// RL.LOGAPPLY's arguments after the key: `APPEND cutoff_us at_us n` or
+/// `REMOVE cutoff_us n`, then `PXAT unix_ms`.
+pub fn log_change<A: Deref<Target = [u8]>>(args: &[A]) -> Result<(Change, i64), Error> {
+    let number = |arg: &A| integer(arg).ok_or(Error::LogChange);
+    let is = |arg: &A, word: &[u8]| arg.eq_ignore_ascii_case(word);
+    let (change, ms) = match args {
+        [op, cutoff, at, n, pxat, ms] if is(op, b"APPEND") && is(pxat, b"PXAT") => {
+            let (cutoff_us, at_us, count) = (number(cutoff)?, number(at)?, number(n)?);
+            (Change::Append(Append { cutoff_us, at_us, count }), ms)
+        }
+        [op, cutoff, n, pxat, ms] if is(op, b"REMOVE") && is(pxat, b"PXAT") => {
+            (Change::Remove(Removal { cutoff_us: number(cutoff)?, count: number(n)? }), ms)
+        }
+        _ => return Err(Error::LogChange),
+    };
+    let ms = integer(ms).and_then(|ms| i64::try_from(ms).ok()).ok_or(Error::LogChange)?;
+    Ok((change, ms))
 }
 
 /// A non-negative decimal integer of plain ASCII digits, up to 128 bits.

@@ -7,13 +7,14 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
+use crate::algorithms::sliding_log::EMPTY;
 use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
 use crate::limit::{Algorithm, Change, Fields, Limit, Op, Outcome};
 use crate::replicate;
-use crate::state::Owned;
+use crate::state::{Owned, Value};
 use crate::stats::{self, Counters};
 
 /// `RL.TOKENBUCKET key capacity rate now [n]`
@@ -66,7 +67,7 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             for ((key, (name, call)), outcome) in
                 keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
             {
-                let target = Target { ctx, name, algorithm: call.limit.algorithm, spec: call.spec };
+                let target = Target { ctx, name, algorithm: call.limit.algorithm };
                 commit(&target, key, outcome, server_us, stats::MULTI.event)?;
             }
         } else {
@@ -89,15 +90,14 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     })
 }
 
-/// One limit of RL.MULTI: its spec's arguments `a b` and its `n`.
-struct LimitCall<'a> {
+/// One limit of RL.MULTI and its `n`.
+struct LimitCall {
     limit: Limit,
-    spec: [&'a RedisString; 2],
     n: u64,
 }
 
 /// RL.MULTI's keys, time and limits, every one checked; keys once each.
-fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCall<'_>>), Error> {
+fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCall>), Error> {
     let [_, numkeys, rest @ ..] = argv else { return Err(Error::WrongArity) };
     let count = args::integer(numkeys).filter(|&k| k > 0).ok_or(Error::NumKeys)?;
     let count = usize::try_from(count).map_err(|_| Error::WrongArity)?;
@@ -111,7 +111,7 @@ fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCa
         .map(|spec| {
             let [algorithm, a, b, n] = spec else { return Err(Error::WrongArity) };
             let limit = args::limit_spec(algorithm, a, b)?;
-            Ok(LimitCall { limit, spec: [a, b], n: args::count(Some(n))? })
+            Ok(LimitCall { limit, n: args::count(Some(n))? })
         })
         .collect::<Result<Vec<_>, Error>>()?;
     let now = args::now(now)?;
@@ -167,7 +167,7 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         };
         let limit = args::limit_spec(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(Some(n))?);
-        let target = Target { ctx, name, algorithm: limit.algorithm, spec: [a, b] };
+        let target = Target { ctx, name, algorithm: limit.algorithm };
         let (outcome, _) = take_or_refund(&target, &limit, Op::Refund, now, n)?;
         stats::REFUND.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
@@ -187,6 +187,43 @@ pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         key.replace(owned)?;
         key.expire_at(expire_at_ms);
         signal_modified(ctx, name, stats::SET_STATE_EVENT);
+        ctx.replicate_verbatim();
+        Ok(RedisValue::SimpleStringStatic("OK"))
+    };
+    run().map_err(Error::into_redis)
+}
+
+/// `RL.LOGAPPLY key APPEND cutoff_us at_us n PXAT unix_ms` or
+/// `RL.LOGAPPLY key REMOVE cutoff_us n PXAT unix_ms`: a sliding log's
+/// change (an admitted call's, a refund's), in the form replicas and the
+/// AOF receive it, since the whole log can be long.
+pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    let run = || {
+        let [_, name, rest @ ..] = argv else { return Err(Error::WrongArity) };
+        let (change, expire_at_ms) = args::log_change(rest)?;
+        let mut key = LimiterKey::open(ctx, name, true);
+        let log = match key.value()? {
+            Some(Value::Fixed(_)) => return Err(Error::WrongType),
+            Some(Value::Log(log)) => Some(log),
+            None => None,
+        };
+        let event = match change {
+            Change::Append(append) if log.unwrap_or(EMPTY).takes(&append) => {
+                stats::SLIDING_LOG.event
+            }
+            // No log, no units to give back: nothing changes, as for RL.REFUND.
+            Change::Remove(_) if log.is_none() => return Ok(RedisValue::SimpleStringStatic("OK")),
+            Change::Remove(_) => stats::REFUND.event,
+            _ => return Err(Error::LogChange),
+        };
+        let log = key.log_mut()?;
+        match change {
+            Change::Append(append) => log.apply(append),
+            Change::Remove(removal) => log.remove(removal),
+            Change::Put(_) => {} // refused above
+        }
+        key.expire_at(Some(expire_at_ms));
+        signal_modified(ctx, name, event);
         ctx.replicate_verbatim();
         Ok(RedisValue::SimpleStringStatic("OK"))
     };
@@ -213,7 +250,7 @@ fn single(ctx: &Context, argv: &[RedisString], algorithm: Algorithm) -> RedisRes
         let [_, name, a, b, now, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let limit = args::limit(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
-        let target = Target { ctx, name, algorithm, spec: [a, b] };
+        let target = Target { ctx, name, algorithm };
         let (outcome, counters) = take_or_refund(&target, &limit, Op::Take, now, n)?;
         counters.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
@@ -221,13 +258,11 @@ fn single(ctx: &Context, argv: &[RedisString], algorithm: Algorithm) -> RedisRes
     })
 }
 
-/// The key a limit applies to, and the limit's own arguments `a b`, which
-/// a sliding log's change is replicated with.
+/// The key a limit applies to, and the limit's algorithm.
 struct Target<'a> {
     ctx: &'a Context,
     name: &'a RedisString,
     algorithm: Algorithm,
-    spec: [&'a RedisString; 2],
 }
 
 /// One limit on one key: reads it, runs `op`, writes the change.
@@ -269,16 +304,14 @@ fn commit(
             key.put(fixed)?;
             replicate::fields(ctx, name, &fixed, expire_at_ms);
         }
-        // A log can be long, so replicas run the same call at the same
-        // time instead of receiving the log.
+        // A log can be long, so replicas receive the change, not the log.
         Change::Append(append) => {
             key.log_mut()?.apply(append);
-            replicate::log_call(ctx, name, None, target.spec, append.at_us, append.count);
+            replicate::log_append(ctx, name, &append, expire_at_ms);
         }
         Change::Remove(removal) if !fresh => {
             key.log_mut()?.remove(removal);
-            let refund = Some(target.algorithm.name());
-            replicate::log_call(ctx, name, refund, target.spec, removal.at_us, removal.count);
+            replicate::log_removal(ctx, name, &removal, expire_at_ms);
         }
         Change::Put(_) | Change::Remove(_) => {
             key.delete();
@@ -289,9 +322,6 @@ fn commit(
         }
     }
     key.expire_at(Some(expire_at_ms));
-    if !matches!(change, Change::Put(_)) {
-        replicate::expire_at(ctx, name, expire_at_ms);
-    }
     signal_modified(ctx, name, event);
     Ok(())
 }

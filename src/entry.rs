@@ -1,20 +1,26 @@
-//! The command table and the functions Redis calls. The handlers borrow
-//! Redis's own argument vector: redis-module's wrapper would retain every
-//! argument, collect them in a Vec and release them again on every call,
-//! about a sixth of a denied call's time.
+//! How Redis calls a command: the `extern "C"` entry points and their
+//! registration. The handlers borrow Redis's own argument vector:
+//! redis-module's wrapper would retain every argument, collect them in a
+//! Vec and release them again on every call, about a sixth of a denied
+//! call's time.
 
 use std::ffi::{CStr, c_int};
 use std::mem::ManuallyDrop;
 
 use redis_module::{Context, RedisResult, RedisString, raw};
 
-use crate::{commands, throttle};
-
 type Handler = fn(&Context, &[RedisString]) -> RedisResult;
+
+/// The function Redis calls for a command.
+pub type Entry = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
 
 /// Calls `handler` with the arguments Redis passed, borrowed for the call.
 #[inline(always)]
-fn dispatch(
+pub fn dispatch(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
@@ -50,79 +56,48 @@ fn as_strings(borrowed: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
 macro_rules! entry {
     ($handler:path) => {{
         extern "C" fn entry(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            dispatch(ctx, argv, argc, $handler)
+            ctx: *mut ::redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut ::redis_module::raw::RedisModuleString,
+            argc: ::std::ffi::c_int,
+        ) -> ::std::ffi::c_int {
+            $crate::entry::dispatch(ctx, argv, argc, $handler)
         }
-        entry as unsafe extern "C" fn(_, _, _) -> c_int
+        entry as $crate::entry::Entry
     }};
 }
 
-struct Command {
-    name: &'static CStr,
-    entry: unsafe extern "C" fn(
-        *mut raw::RedisModuleCtx,
-        *mut *mut raw::RedisModuleString,
-        c_int,
-    ) -> c_int,
-    flags: &'static CStr,
+pub struct Command {
+    pub name: &'static CStr,
+    pub entry: Entry,
+    pub flags: &'static CStr,
     /// First key, last key, step: 0 0 0 for RL.MULTI, whose keys are its
     /// key spec (set in `metadata`) and, for Redis 7.0's cluster routing,
     /// the command itself when asked (`getkeys-api`).
-    keys: [c_int; 3],
+    pub keys: [c_int; 3],
 }
 
-const ONE_KEY: [c_int; 3] = [1, 1, 1];
-
-fn commands() -> [Command; 10] {
-    let command = |name, entry, flags, keys| Command { name, entry, flags, keys };
-    let write_fast = c"write deny-oom fast";
-    [
-        command(c"RL.TOKENBUCKET", entry!(commands::token_bucket), write_fast, ONE_KEY),
-        command(c"RL.LEAKYBUCKET", entry!(commands::leaky_bucket), write_fast, ONE_KEY),
-        command(c"RL.FIXEDWINDOW", entry!(commands::fixed_window), write_fast, ONE_KEY),
-        command(c"RL.SLIDINGWINDOW", entry!(commands::sliding_window), write_fast, ONE_KEY),
-        command(c"RL.SLIDINGLOG", entry!(commands::sliding_log), c"write deny-oom", ONE_KEY),
-        command(c"RL.MULTI", entry!(commands::multi), c"write deny-oom getkeys-api", [0; 3]),
-        command(c"RL.PEEK", entry!(commands::peek), c"readonly fast", ONE_KEY),
-        command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
-        command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
-        command(c"RL.THROTTLE", entry!(throttle::throttle), write_fast, ONE_KEY),
-    ]
-}
-
-/// Registers the commands, and RL.THROTTLE under redis-cell's name too
-/// when `cell_name`.
-pub fn register(ctx: &Context, cell_name: bool) -> Result<(), String> {
-    let cell = Command {
-        name: throttle::CELL_NAME,
-        entry: entry!(throttle::throttle),
-        flags: c"write deny-oom fast",
-        keys: ONE_KEY,
-    };
-    for command in commands().iter().chain(cell_name.then_some(&cell)) {
-        let [first, last, step] = command.keys;
+impl Command {
+    pub fn register(&self, ctx: &Context) -> Result<(), String> {
+        let [first, last, step] = self.keys;
         // SAFETY: called from RedisModule_OnLoad with a valid context;
         // Redis copies the name and flags.
         let created = unsafe {
             raw::RedisModule_CreateCommand.unwrap()(
                 ctx.get_raw(),
-                command.name.as_ptr(),
-                Some(command.entry),
-                command.flags.as_ptr(),
+                self.name.as_ptr(),
+                Some(self.entry),
+                self.flags.as_ptr(),
                 first,
                 last,
                 step,
             )
         };
         if created != raw::REDISMODULE_OK as c_int {
-            let name = command.name.to_string_lossy();
+            let name = self.name.to_string_lossy();
             return Err(format!(
                 "ratelimit: could not register {name} (does redis-cell or another module have it?)"
             ));
         }
+        Ok(())
     }
-    Ok(())
 }

@@ -38,6 +38,11 @@ pub enum Error {
          THROTTLE, fields that a command could have stored, and optionally PXAT unix_ms"
     )]
     State,
+    #[error(
+        "ERR change must be APPEND cutoff_us at_us n or REMOVE cutoff_us n, then PXAT unix_ms, \
+         leaving a log that a command could have stored"
+    )]
+    LogChange,
     #[error("ERR max_burst must be an integer from 0 to 9007199254740990")]
     MaxBurst,
     #[error("ERR count_per_period must be an integer from 1 to 9007199254740991")]

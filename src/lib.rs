@@ -1,14 +1,16 @@
 //! redis-ratelimit: rate-limiting and throttling commands for Redis.
-//! This file only registers the module; see DESIGN.md for the contract.
+//! This file only registers the module and its commands; see DESIGN.md for
+//! the contract.
 
 // Under `cargo test` the registration is left out, so the glue looks unused.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
+#[macro_use]
+mod entry;
 mod algorithms;
 mod args;
 mod clock;
 mod commands;
-mod entry;
 mod error;
 mod key;
 mod limit;
@@ -18,8 +20,43 @@ mod state;
 mod stats;
 mod throttle;
 
+use std::ffi::c_int;
+
+use entry::Command;
 #[cfg(not(test))]
 use state::RATELIMIT_TYPE;
+
+const ONE_KEY: [c_int; 3] = [1, 1, 1];
+
+/// The module's commands: name, entry point, flags, and first key, last
+/// key and step.
+fn commands() -> [Command; 11] {
+    let command = |name, entry, flags, keys| Command { name, entry, flags, keys };
+    let write_fast = c"write deny-oom fast";
+    [
+        command(c"RL.TOKENBUCKET", entry!(commands::token_bucket), write_fast, ONE_KEY),
+        command(c"RL.LEAKYBUCKET", entry!(commands::leaky_bucket), write_fast, ONE_KEY),
+        command(c"RL.FIXEDWINDOW", entry!(commands::fixed_window), write_fast, ONE_KEY),
+        command(c"RL.SLIDINGWINDOW", entry!(commands::sliding_window), write_fast, ONE_KEY),
+        command(c"RL.SLIDINGLOG", entry!(commands::sliding_log), c"write deny-oom", ONE_KEY),
+        command(c"RL.MULTI", entry!(commands::multi), c"write deny-oom getkeys-api", [0; 3]),
+        command(c"RL.PEEK", entry!(commands::peek), c"readonly fast", ONE_KEY),
+        command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
+        command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
+        command(c"RL.LOGAPPLY", entry!(commands::log_apply), c"write deny-oom", ONE_KEY),
+        command(c"RL.THROTTLE", entry!(throttle::throttle), write_fast, ONE_KEY),
+    ]
+}
+
+/// RL.THROTTLE under redis-cell's name, with the module argument `CL.THROTTLE`.
+fn cell_command() -> Command {
+    Command {
+        name: throttle::CELL_NAME,
+        entry: entry!(throttle::throttle),
+        flags: c"write deny-oom fast",
+        keys: ONE_KEY,
+    }
+}
 
 /// At load, after the commands exist: command docs, key specs and ACL
 /// categories, the `INFO ratelimit` section, and two module options: keys
@@ -46,9 +83,12 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         }
     }
     replicate::init();
-    if let Err(message) = entry::register(ctx, cell_name) {
-        ctx.log_warning(&message);
-        return redis_module::Status::Err;
+    let cell = cell_name.then(cell_command);
+    for command in commands().iter().chain(&cell) {
+        if let Err(message) = command.register(ctx) {
+            ctx.log_warning(&message);
+            return redis_module::Status::Err;
+        }
     }
     // SAFETY: called from RedisModule_OnLoad with a valid context.
     unsafe {

@@ -92,7 +92,7 @@ pub struct Doc {
 const WRITE: &CStr = c"ratelimit write";
 const READ: &CStr = c"ratelimit read";
 
-pub const DOCS: [Doc; 10] = [
+pub const DOCS: [Doc; 11] = [
     Doc {
         name: c"RL.TOKENBUCKET",
         summary: c"Takes n tokens from a bucket of capacity tokens refilled at rate per second.",
@@ -190,6 +190,28 @@ pub const DOCS: [Doc; 10] = [
             },
             Arg {
                 flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                token: Some(c"PXAT"),
+                ..arg(c"unix-time-milliseconds", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME, c"when the key expires")
+            },
+        ],
+    },
+    Doc {
+        name: c"RL.LOGAPPLY",
+        summary: c"Applies a sliding log's change as given; how its changes reach replicas and the AOF.",
+        complexity: c"O(L), L the runs in the log",
+        arity: -7,
+        keys: Keys::First,
+        categories: WRITE,
+        args: &[
+            KEY,
+            arg(c"change", STRING, c"APPEND (an admitted call's units) or REMOVE (a refund's)"),
+            arg(c"cutoff_us", INTEGER, c"the units logged before this Unix microsecond leave first"),
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                ..arg(c"at_us", INTEGER, c"APPEND only: the Unix microsecond of the new units")
+            },
+            N_REQUIRED,
+            Arg {
                 token: Some(c"PXAT"),
                 ..arg(c"unix-time-milliseconds", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME, c"when the key expires")
             },

@@ -6,12 +6,15 @@ use std::sync::OnceLock;
 
 use redis_module::{Context, RedisString, raw};
 
+use crate::algorithms::sliding_log::{Append, Removal};
 use crate::state::Fixed;
 
 /// The constant arguments of RL.SETSTATE, made once: Redis takes a
 /// reference to a string where it would copy a C string on every call.
 struct Constants {
     pxat: Shared,
+    append: Shared,
+    remove: Shared,
     kinds: [Shared; Fixed::NAMES.len()],
 }
 
@@ -37,7 +40,12 @@ pub fn init() {
             )
         })
     };
-    CONSTANTS.get_or_init(|| Constants { pxat: make(c"PXAT"), kinds: Fixed::NAMES.map(make) });
+    CONSTANTS.get_or_init(|| Constants {
+        pxat: make(c"PXAT"),
+        append: make(c"APPEND"),
+        remove: make(c"REMOVE"),
+        kinds: Fixed::NAMES.map(make),
+    });
 }
 
 /// `RL.SETSTATE key KIND field... PXAT expire_at`.
@@ -89,61 +97,49 @@ fn decimal(buffer: &mut itoa::Buffer, value: u128) -> &str {
     }
 }
 
-/// A sliding log's call at its resolved time: `RL.SLIDINGLOG key limit
-/// window at n`, or, for a refund, `RL.REFUND key SLIDINGLOG limit window
-/// at n`. Its expiry follows separately (`expire_at`).
-pub fn log_call(
-    ctx: &Context,
-    name: &RedisString,
-    refund: Option<&std::ffi::CStr>,
-    [limit, window]: [&RedisString; 2],
-    at_us: u64,
-    n: u64,
-) {
-    let mut text = SecondsText::default();
-    let at = text.format(at_us);
-    let n = i64::try_from(n).unwrap_or(i64::MAX);
-    let ctx = ctx.get_raw();
-    // SAFETY: each format string matches the arguments that follow it.
-    unsafe {
-        let replicate = raw::RedisModule_Replicate.unwrap();
-        match refund {
-            None => replicate(
-                ctx,
-                c"RL.SLIDINGLOG".as_ptr(),
-                c"sssbl".as_ptr(),
-                name.inner,
-                limit.inner,
-                window.inner,
-                at.as_ptr(),
-                at.len(),
-                n,
-            ),
-            Some(algorithm) => replicate(
-                ctx,
-                c"RL.REFUND".as_ptr(),
-                c"scssbl".as_ptr(),
-                name.inner,
-                algorithm.as_ptr(),
-                limit.inner,
-                window.inner,
-                at.as_ptr(),
-                at.len(),
-                n,
-            ),
-        };
-    }
-}
-
-/// `PEXPIREAT key expire_at`.
-pub fn expire_at(ctx: &Context, name: &RedisString, expire_at_ms: i64) {
+/// `RL.LOGAPPLY key APPEND cutoff_us at_us n PXAT expire_at`.
+pub fn log_append(ctx: &Context, name: &RedisString, append: &Append, expire_at_ms: i64) {
+    let (mut cutoff, mut at) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (cutoff, at) = (cutoff.format(append.cutoff_us), at.format(append.at_us));
+    let constants = CONSTANTS.get().expect("replicate::init runs at load");
+    let n = i64::try_from(append.count).unwrap_or(i64::MAX);
     // SAFETY: the format string matches the arguments.
     unsafe {
         raw::RedisModule_Replicate.unwrap()(
             ctx.get_raw(),
-            c"PEXPIREAT".as_ptr(),
-            c"sl".as_ptr(),
+            c"RL.LOGAPPLY".as_ptr(),
+            c"ssbblsl".as_ptr(),
             name.inner,
+            constants.append.0,
+            cutoff.as_ptr(),
+            cutoff.len(),
+            at.as_ptr(),
+            at.len(),
+            n,
+            constants.pxat.0,
+            expire_at_ms,
+        )
+    };
+}
+
+/// `RL.LOGAPPLY key REMOVE cutoff_us n PXAT expire_at`.
+pub fn log_removal(ctx: &Context, name: &RedisString, removal: &Removal, expire_at_ms: i64) {
+    let mut cutoff = itoa::Buffer::new();
+    let cutoff = cutoff.format(removal.cutoff_us);
+    let constants = CONSTANTS.get().expect("replicate::init runs at load");
+    let n = i64::try_from(removal.count).unwrap_or(i64::MAX);
+    // SAFETY: the format string matches the arguments.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            c"RL.LOGAPPLY".as_ptr(),
+            c"ssblsl".as_ptr(),
+            name.inner,
+            constants.remove.0,
+            cutoff.as_ptr(),
+            cutoff.len(),
+            n,
+            constants.pxat.0,
             expire_at_ms,
         )
     };
@@ -160,40 +156,4 @@ pub fn delete(ctx: &Context, name: &RedisString) {
             name.inner,
         )
     };
-}
-
-/// Unix microseconds as decimal seconds (`1700000000.000250`), in a stack
-/// buffer.
-#[derive(Default)]
-struct SecondsText {
-    seconds: itoa::Buffer,
-    bytes: [u8; 28],
-}
-
-impl SecondsText {
-    fn format(&mut self, us: u64) -> &[u8] {
-        let whole = self.seconds.format(us / 1_000_000).as_bytes();
-        let length = whole.len() + 7;
-        self.bytes[..whole.len()].copy_from_slice(whole);
-        self.bytes[whole.len()] = b'.';
-        let mut micros = us % 1_000_000;
-        for digit in self.bytes[whole.len() + 1..length].iter_mut().rev() {
-            *digit = b'0' + (micros % 10) as u8;
-            micros /= 10;
-        }
-        &self.bytes[..length]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SecondsText;
-
-    #[test]
-    fn seconds_text_keeps_every_microsecond() {
-        let mut text = SecondsText::default();
-        assert_eq!(text.format(1_700_000_000_000_250), b"1700000000.000250");
-        assert_eq!(text.format(0), b"0.000000");
-        assert_eq!(text.format(u64::MAX), b"18446744073709.551615");
-    }
 }

@@ -66,6 +66,7 @@ fn call(command: &str) -> Vec<String> {
         "RL.PEEK" => vec![&key, "TOKENBUCKET", "5", "1", "*"],
         "RL.REFUND" => vec![&key, "TOKENBUCKET", "5", "1", "*", "1"],
         "RL.SETSTATE" => vec![&key, "TOKENBUCKET", "0", "0"],
+        "RL.LOGAPPLY" => vec![&key, "APPEND", "0", "5", "1", "PXAT", "32503680000000"],
         "RL.THROTTLE" => vec![&key, "5", "10", "60", "1"],
         _ => vec![&key, "5", "1", "*", "1"],
     };
@@ -119,7 +120,7 @@ fn categories(con: &mut redis::Connection, command: &str) -> Vec<String> {
     cats
 }
 
-const WRITERS: [&str; 9] = [
+const WRITERS: [&str; 10] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
@@ -129,6 +130,7 @@ const WRITERS: [&str; 9] = [
     "RL.REFUND",
     "RL.THROTTLE",
     "RL.SETSTATE",
+    "RL.LOGAPPLY",
 ];
 
 #[test]

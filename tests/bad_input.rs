@@ -168,6 +168,61 @@ fn bad_setstate_calls_change_nothing() {
     }
 }
 
+/// An expiry in the year 3000.
+const FAR: &str = "32503680000000";
+const LOG_CHANGE: &str = "ERR change must be APPEND cutoff_us at_us n or REMOVE cutoff_us n, then PXAT unix_ms, leaving a log that a command could have stored";
+
+#[test]
+fn bad_logapply_calls_change_nothing() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    // A log of 2 units at 5 s and 1 at 6 s (Unix microseconds), 3 in all.
+    let log = ["RL.SETSTATE", "k", "SLIDINGLOG", "5000000", "2", "6000000", "1", "PXAT", FAR];
+    let _: () = redis::cmd(log[0]).arg(&log[1..]).query(con).unwrap();
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "tb", "10", "0.001", "*", "3"])[0], 1);
+    let _: () = redis::cmd("SET").arg("string").arg("v").query(con).unwrap();
+    let cases: Vec<(&[&str], String)> = vec![
+        (&["ADD", "0", "6000000", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "x", "6000000", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "-1", "6000000", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000.5", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000", "1", "EX", "100"], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000", "1", "PXAT", "-5"], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000", "1", "PXAT", "9223372036854775808"], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000", "1", "PXAT", FAR, "1"], LOG_CHANGE.into()),
+        (&["APPEND", "0", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["REMOVE", "0", "6000000", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        // What no command could have logged: before the newest run that
+        // stays, no unit, past 2^53 - 1 units in all, after 9999.
+        (&["APPEND", "0", "5999999", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000", "0", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "0", "6000000", "9007199254740989", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "0", "253402300800000000", "1", "PXAT", FAR], LOG_CHANGE.into()),
+        (&["APPEND", "0"], arity("RL.LOGAPPLY")),
+    ];
+    let state = |con: &mut redis::Connection| {
+        ["k", "tb", "string"].map(|key| (dump(con, key), pexpiretime(con, key)))
+    };
+    let before = state(con);
+    for (change, expected) in &cases {
+        let args: Vec<&[u8]> =
+            ["RL.LOGAPPLY", "k"].iter().chain(*change).map(|a| a.as_bytes()).collect();
+        assert_eq!(&error(con, &args), expected, "{args:?}");
+        assert_eq!(state(con), before, "{args:?} changed a key");
+    }
+    // Keys of another kind, or of another type, are left alone.
+    for key in ["tb", "string"] {
+        for change in
+            [&["APPEND", "0", "6000000", "1", "PXAT", FAR][..], &["REMOVE", "0", "1", "PXAT", FAR]]
+        {
+            let args: Vec<&[u8]> =
+                ["RL.LOGAPPLY", key].iter().chain(change).map(|a| a.as_bytes()).collect();
+            assert_eq!(error(con, &args), WRONGTYPE, "{args:?}");
+        }
+    }
+    assert_eq!(state(con), before);
+}
+
 const LIMIT: &str = "ERR limit must be an integer from 1 to 9007199254740991";
 const WINDOW: &str = "ERR window must be a decimal number of seconds from 0.001 to 1000000000000";
 

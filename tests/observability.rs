@@ -41,6 +41,7 @@ fn command_info_has_flags_arity_and_key_spec() {
         assert_eq!(text(&info[0]), command);
         let arity = match command {
             "RL.SETSTATE" => "-3",
+            "RL.LOGAPPLY" => "-7",
             "RL.MULTI" => "-8",
             "RL.PEEK" => "-6",
             "RL.REFUND" => "7",
@@ -51,7 +52,9 @@ fn command_info_has_flags_arity_and_key_spec() {
         let flags: Vec<String> = flags.iter().map(text).collect();
         let expected: &[&str] = match command {
             "RL.PEEK" => &["readonly", "module", "fast"],
-            "RL.SLIDINGLOG" | "RL.SETSTATE" | "RL.REFUND" => &["write", "denyoom", "module"],
+            "RL.SLIDINGLOG" | "RL.SETSTATE" | "RL.LOGAPPLY" | "RL.REFUND" => {
+                &["write", "denyoom", "module"]
+            }
             "RL.MULTI" => &["write", "denyoom", "module", "movablekeys"],
             _ => &["write", "denyoom", "module", "fast"],
         };
@@ -104,6 +107,10 @@ fn command_docs_describe_every_argument() {
                 assert_eq!(complexity, "O(1)");
             }
             "RL.SETSTATE" => assert_eq!(names, ["key", "kind", "field", "unix-time-milliseconds"]),
+            "RL.LOGAPPLY" => assert_eq!(
+                names,
+                ["key", "change", "cutoff_us", "at_us", "n", "unix-time-milliseconds"]
+            ),
             "RL.MULTI" => assert_eq!(names, ["numkeys", "key", "now", "limit"]),
             "RL.PEEK" => assert_eq!(names, ["key", "algorithm", "a", "b", "now", "n"]),
             "RL.REFUND" => assert_eq!(names, ["key", "algorithm", "a", "b", "now", "n"]),
@@ -246,4 +253,14 @@ fn writes_emit_keyspace_events_and_nothing_else_does() {
     let _: String =
         redis::cmd("RL.SETSTATE").arg(&["s", "TOKENBUCKET", "0", "0"]).query(con).unwrap();
     assert_eq!(next(), ("__keyevent@0__:rl.setstate".to_string(), "s".to_string()));
+    // A sliding log's change as a replica receives it: the events of the
+    // calls it comes from.
+    let far = "32503680000000";
+    for (change, event) in [
+        (&["APPEND", "0", "5", "2", "PXAT", far][..], "rl.slidinglog"),
+        (&["REMOVE", "0", "1", "PXAT", far][..], "rl.refund"),
+    ] {
+        let _: String = redis::cmd("RL.LOGAPPLY").arg("l").arg(change).query(con).unwrap();
+        assert_eq!(next(), (format!("__keyevent@0__:{event}"), "l".to_string()));
+    }
 }

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{Server, aof_base, aof_server, contains, dump, ints, wait_for_aof_rewrite};
+use common::{
+    Server, aof_base, aof_commands, aof_server, contains, dump, ints, wait_for_aof_rewrite,
+};
 
 /// Every kind of limiter, each with parameters under which nothing expires
 /// while a test runs.
@@ -139,4 +141,34 @@ fn loads_encoding_version_1() {
     assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "1000", "0"]), [1, 7, 10, 0, 3000]);
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
     assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "1000", "1"]), [1, 6, 10, 0, 4000]);
+}
+
+/// A sliding log's change reaches the AOF (and replicas, the same stream)
+/// as one RL.LOGAPPLY with its cutoff, time and absolute expiry: never the
+/// call, never a second command for the expiry.
+#[test]
+fn a_sliding_log_change_is_propagated_as_one_logapply() {
+    let server = aof_server("yes");
+    let con = &mut server.connect();
+    // At 1000 s with a 10 s window: units before 990.000001 s leave.
+    assert_eq!(ints(con, &["RL.SLIDINGLOG", "sl", "3", "10", "1000", "2"]), [1, 1, 3, 0, 10_000]);
+    let first: i64 = redis::cmd("PEXPIRETIME").arg("sl").query(con).unwrap();
+    assert_eq!(
+        ints(con, &["RL.REFUND", "sl", "SLIDINGLOG", "3", "10", "1001", "1"]),
+        [1, 2, 3, 0, 9000]
+    );
+    let second: i64 = redis::cmd("PEXPIRETIME").arg("sl").query(con).unwrap();
+    let commands: Vec<Vec<String>> = aof_commands(&server)
+        .into_iter()
+        .filter(|args| !["SELECT", "CONFIG"].contains(&args[0].as_str()))
+        .collect();
+    let expected = [
+        ["RL.LOGAPPLY", "sl", "APPEND", "990000001", "1000000000", "2", "PXAT", &first.to_string()]
+            .map(String::from)
+            .to_vec(),
+        ["RL.LOGAPPLY", "sl", "REMOVE", "991000001", "1", "PXAT", &second.to_string()]
+            .map(String::from)
+            .to_vec(),
+    ];
+    assert_eq!(commands, expected);
 }

@@ -415,6 +415,50 @@ fn setstate_refuses_one_past_what_commands_store() {
     assert!(!exists(con, "k"));
 }
 
+/// RL.LOGAPPLY (a sliding log's change as replicas receive it) takes a
+/// change up to what a command could log, 2^53 - 1 units at the last
+/// microsecond of 9999, and leaves the log RL.SETSTATE would write.
+#[test]
+fn logapply_takes_changes_up_to_the_extremes() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    let far = "32503680000000";
+    let apply = |con: &mut redis::Connection, key: &str, change: &[&str]| -> String {
+        redis::cmd("RL.LOGAPPLY").arg(key).arg(change).query(con).unwrap()
+    };
+    let peek = |con: &mut redis::Connection, limit: &str, now: &str| {
+        ints(con, &["RL.PEEK", "l", "SLIDINGLOG", limit, "10", now, "0"])
+    };
+    // 2 units at 5 s: 3 of 5 left, the newest leaving at 15 s.
+    assert_eq!(apply(con, "l", &["APPEND", "0", "5000000", "2", "PXAT", far]), "OK");
+    assert_eq!(peek(con, "5", "5.5"), [1, 3, 5, 0, 9500]);
+    let expire: i64 = redis::cmd("PEXPIRETIME").arg("l").query(con).unwrap();
+    assert_eq!(expire, 32_503_680_000_000);
+    // The cutoff drops them first, so MAX more fit; one more would not.
+    assert_eq!(apply(con, "l", &["APPEND", "5000001", "6000000", MAX, "PXAT", far]), "OK");
+    assert_eq!(peek(con, MAX, "6"), [1, 0, MAX_I, 0, 10_000]);
+    let one_more = ["RL.LOGAPPLY", "l", "APPEND", "0", "6000000", "1", "PXAT", far];
+    assert_eq!(err(con, &one_more), LOG_CHANGE);
+    assert_eq!(peek(con, MAX, "6"), [1, 0, MAX_I, 0, 10_000]);
+    // At the last microsecond, once the cutoff has dropped the MAX units.
+    let last = ["APPEND", "6000001", "253402300799999999", MAX, "PXAT", far];
+    assert_eq!(apply(con, "l", &last), "OK");
+    let past = ["RL.LOGAPPLY", "x", "APPEND", "0", LAST_US_PLUS_1, "1", "PXAT", far];
+    assert_eq!(err(con, &past), LOG_CHANGE);
+    assert!(!exists(con, "x"));
+    // A refund's change: the newest unit goes.
+    assert_eq!(apply(con, "l", &["REMOVE", "0", "1", "PXAT", far]), "OK");
+    let same = ["SLIDINGLOG", "253402300799999999", "9007199254740990", "PXAT", far];
+    let _: () = redis::cmd("RL.SETSTATE").arg("m").arg(&same).query(con).unwrap();
+    assert_eq!(dump(con, "l"), dump(con, "m"));
+    // Nothing to give back on a missing key: no key is made.
+    assert_eq!(apply(con, "none", &["REMOVE", "0", "1", "PXAT", far]), "OK");
+    assert!(!exists(con, "none"));
+}
+
+const LOG_CHANGE: &str = "ERR change must be APPEND cutoff_us at_us n or REMOVE cutoff_us n, \
+                          then PXAT unix_ms, leaving a log that a command could have stored";
+
 /// Every extreme state, under keys starting with `prefix`.
 fn all_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
     let mut keys = token_bucket_extremes(con, &format!("{prefix}tb:"));

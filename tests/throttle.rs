@@ -12,8 +12,8 @@ use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{
-    Server, aof_server, contains, dump, error, info_field, ints, module_path, server_ms, snapshot,
-    start_replica, wait_for_aof_rewrite, wait_for_replica,
+    Server, aof_files, aof_server, contains, dump, error, info_field, ints, module_path, server_ms,
+    snapshot, start_replica, wait_for_aof_rewrite, wait_for_replica,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -236,15 +236,6 @@ fn replica_holds_identical_state_and_denials_send_nothing() {
     assert_eq!(ints(p, &["RL.THROTTLE", "full", "2", "1", "3600", "0"])[0], 0);
     assert_eq!(ints(p, &["RL.THROTTLE", "none", "2", "1", "3600", "0"])[0], 0);
     assert_eq!(info_field(p, "replication", "master_repl_offset"), offset);
-}
-
-fn aof_files(server: &Server, kind: &str) -> Vec<u8> {
-    std::fs::read_dir(server.dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.to_string_lossy().contains(kind))
-        .flat_map(|path| std::fs::read(path).unwrap())
-        .collect()
 }
 
 /// The AOF (replayed, then rewritten with and without the RDB preamble)

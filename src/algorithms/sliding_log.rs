@@ -30,12 +30,11 @@ pub struct Append {
     pub count: u64,
 }
 
-/// What a refund at `at_us` does to the log: drop the runs before
-/// `cutoff_us`, then the `count` newest units.
+/// What a refund does to the log: drop the runs before `cutoff_us`, then
+/// the `count` newest units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Removal {
     pub cutoff_us: u64,
-    pub at_us: u64,
     pub count: u64,
 }
 
@@ -187,6 +186,22 @@ impl Log {
         }
     }
 
+    /// Units logged before `cutoff_us`: what a trim at `cutoff_us` drops.
+    fn units_before(&self, cutoff_us: u64) -> u64 {
+        self.runs().take_while(|&(at, _)| at < cutoff_us).map(|(_, count)| count).sum()
+    }
+
+    /// Whether an append that comes from outside (a replica's stream, an
+    /// AOF) leaves a log that calls could have made: at least 1 unit, at
+    /// most MAX_UNITS in all, no later than MAX_TIME_US, and not before the
+    /// newest run that the trim keeps.
+    pub fn takes(&self, append: &Append) -> bool {
+        let kept = self.total - self.units_before(append.cutoff_us);
+        let fits = kept.checked_add(append.count).is_some_and(|total| total <= MAX_UNITS);
+        let in_order = kept == 0 || append.at_us >= self.last_us;
+        append.count > 0 && fits && append.at_us <= MAX_TIME_US && in_order
+    }
+
     /// An admitted call: drops what left the window, logs the new units.
     pub fn apply(&mut self, append: Append) {
         self.trim(append.cutoff_us);
@@ -211,7 +226,7 @@ impl Log {
 }
 
 /// A missing key: a log with nothing in it.
-const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() };
+pub const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() };
 
 /// The log at `now_us` (never before its newest run): the window's
 /// cutoff, the earliest time still in it, and the units still in it.
@@ -221,8 +236,7 @@ const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() }
 fn live(log: &Log, now_us: u64, params: &Params) -> (u64, u64, u64) {
     let now_us = now_us.max(log.last_us);
     let cutoff_us = (now_us + 1).saturating_sub(params.window_us);
-    let gone: u64 = log.runs().take_while(|&(at, _)| at < cutoff_us).map(|(_, c)| c).sum();
-    (now_us, cutoff_us, log.total - gone)
+    (now_us, cutoff_us, log.total - log.units_before(cutoff_us))
 }
 
 /// Milliseconds until the unit logged at `at_us` leaves the window.
@@ -276,7 +290,7 @@ pub fn refund(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdic
     let reset_after_ms = kth_live(log, cutoff_us, left)
         .filter(|_| left > 0)
         .map_or(0, |at| leaves_at(now_us, at, params));
-    let store = (n > 0).then_some(Removal { cutoff_us, at_us: now_us, count: n });
+    let store = (n > 0).then_some(Removal { cutoff_us, count: n });
     Verdict::admitted(params.limit.saturating_sub(left), reset_after_ms, store)
 }
 
@@ -432,7 +446,45 @@ mod tests {
         assert_eq!(Log::from_runs([(T0, 1), (T0 - 1, 1)]), None);
     }
 
+    #[test]
+    fn takes_nothing_past_the_ranges() {
+        let full = Log::from_runs([(T0, MAX_UNITS - 1)]).unwrap();
+        let append = |cutoff_us, at_us, count| Append { cutoff_us, at_us, count };
+        assert!(full.takes(&append(0, T0, 1)));
+        assert!(!full.takes(&append(0, T0, 2)));
+        // Once the full run leaves, the whole range is free again.
+        assert!(full.takes(&append(T0 + 1, T0 + 1, MAX_UNITS)));
+        assert!(!full.takes(&append(T0 + 1, T0 + 1, MAX_UNITS + 1)));
+        assert!(!full.takes(&append(0, T0 - 1, 1)));
+        assert!(!full.takes(&append(0, T0, 0)));
+        assert!(EMPTY.takes(&append(0, MAX_TIME_US, 1)));
+        assert!(!EMPTY.takes(&append(0, MAX_TIME_US + 1, 1)));
+    }
+
     proptest! {
+        /// An append from outside is taken exactly when the log it leaves
+        /// (the runs the trim keeps, then the new one) is one `from_runs`
+        /// builds; the log then is that one, byte for byte.
+        #[test]
+        fn takes_exactly_the_appends_that_leave_a_loggable_log(
+            gaps in proptest::collection::vec((0u64..1000, 1u64..5), 0..20),
+            cutoff in 0u64..25_000, at in 0u64..25_000, count in 0u64..5,
+        ) {
+            let mut time = T0;
+            let runs: Vec<(u64, u64)> =
+                gaps.iter().map(|&(gap, count)| { time += gap; (time, count) }).collect();
+            let mut log = Log::from_runs(runs.clone()).unwrap();
+            let append = Append { cutoff_us: T0 + cutoff, at_us: T0 + at, count };
+            let kept = runs.iter().copied().filter(|&(at, _)| at >= append.cutoff_us);
+            let expected = Log::from_runs(kept.chain([(append.at_us, count)]));
+            prop_assert_eq!(log.takes(&append), expected.is_some());
+            if let Some(expected) = expected {
+                log.apply(append);
+                let decoded = Log::decode(log.first_us, log.last_us, log.total, &log.runs);
+                prop_assert_eq!(decoded.as_ref(), Some(&expected));
+            }
+        }
+
         /// The log agrees with a plain list of unit times, and its retry
         /// and reset are exact.
         #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// Every command of the module: the five algorithms' own first.
-pub const COMMANDS: [&str; 10] = [
+pub const COMMANDS: [&str; 11] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
@@ -23,6 +23,7 @@ pub const COMMANDS: [&str; 10] = [
     "RL.REFUND",
     "RL.THROTTLE",
     "RL.SETSTATE",
+    "RL.LOGAPPLY",
 ];
 
 pub fn module_path() -> PathBuf {
@@ -340,6 +341,30 @@ pub fn aof_base(server: &Server) -> Vec<u8> {
         .find(|path| path.to_string_lossy().contains(".base."))
         .expect("an AOF base file");
     std::fs::read(base).expect("the AOF base file")
+}
+
+/// The AOF files whose names contain `kind` (".base.", ".incr."), joined.
+pub fn aof_files(server: &Server, kind: &str) -> Vec<u8> {
+    std::fs::read_dir(server.dir.path().join("appendonlydir"))
+        .expect("appendonlydir")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.to_string_lossy().contains(kind))
+        .flat_map(|path| std::fs::read(path).expect("an AOF file"))
+        .collect()
+}
+
+/// The commands of the AOF's incremental files, each as its arguments
+/// (module arguments hold no CR LF, so the RESP splits on it).
+pub fn aof_commands(server: &Server) -> Vec<Vec<String>> {
+    let text = String::from_utf8(aof_files(server, ".incr.")).expect("text commands");
+    let mut lines = text.split("\r\n");
+    let mut commands = Vec::new();
+    while let Some(header) = lines.next().filter(|line| !line.is_empty()) {
+        let count: usize = header.strip_prefix('*').and_then(|n| n.parse().ok()).expect(header);
+        let args = (0..count).map(|_| lines.nth(1).expect("an argument").to_string()).collect();
+        commands.push(args);
+    }
+    commands
 }
 
 /// Whether `bytes` begin as an RDB file: Redis writes `REDIS`, Valkey 9
