@@ -60,6 +60,15 @@ const ALGORITHM: Arg = arg(
 );
 const A: Arg = arg(c"a", INTEGER, c"the algorithm's capacity or limit");
 const B: Arg = arg(c"b", DOUBLE, c"the algorithm's rate (units per second) or window (seconds)");
+/// `PXAT unix-time-milliseconds`: the key's expiry, as replicas receive it.
+const PXAT: Arg = Arg {
+    token: Some(c"PXAT"),
+    ..arg(
+        c"unix-time-milliseconds",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+        c"when the key expires",
+    )
+};
 const CAPACITY: Arg = arg(c"capacity", INTEGER, c"most units the bucket holds");
 const RATE: Arg = arg(c"rate", DOUBLE, c"units per second");
 const LIMIT: Arg = arg(c"limit", INTEGER, c"most units per window");
@@ -188,11 +197,7 @@ pub const DOCS: [Doc; 11] = [
                 flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
                 ..arg(c"field", INTEGER, c"the kind's fields")
             },
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-                token: Some(c"PXAT"),
-                ..arg(c"unix-time-milliseconds", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME, c"when the key expires")
-            },
+            Arg { flags: raw::REDISMODULE_CMD_ARG_OPTIONAL, ..PXAT },
         ],
     },
     Doc {
@@ -211,10 +216,7 @@ pub const DOCS: [Doc; 11] = [
                 ..arg(c"at_us", INTEGER, c"APPEND only: the Unix microsecond of the new units")
             },
             N_REQUIRED,
-            Arg {
-                token: Some(c"PXAT"),
-                ..arg(c"unix-time-milliseconds", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME, c"when the key expires")
-            },
+            PXAT,
         ],
     },
     THROTTLE,
