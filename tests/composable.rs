@@ -798,8 +798,7 @@ fn peek_signals_no_keyspace_event() {
     fill_peeked(con);
     let mut listener = server.connect();
     let mut pubsub = listener.as_pubsub();
-    pubsub.psubscribe("__keyevent@0__:*").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    common::listen_keyevents(&mut pubsub);
     for (key, spec, _) in PEEKED {
         for n in ["0", "1", "3", "11"] {
             peek(con, key, spec, &at(1000), n);
@@ -807,8 +806,7 @@ fn peek_signals_no_keyspace_event() {
         }
     }
     let _: () = redis::cmd("SET").arg("sentinel").arg("x").query(con).unwrap();
-    let message = pubsub.get_message().unwrap();
-    let event = (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap());
+    let event = common::next_keyevent(&mut pubsub);
     assert_eq!(event, ("__keyevent@0__:set".to_string(), "sentinel".to_string()));
 }
 

@@ -202,13 +202,9 @@ fn multi_and_refund_emit_their_events() {
     let server = Server::start(&["--notify-keyspace-events", "Eg$d"]);
     let mut listener = server.connect();
     let mut pubsub = listener.as_pubsub();
-    pubsub.psubscribe("__keyevent@0__:*").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    common::listen_keyevents(&mut pubsub);
     let con = &mut server.connect();
-    let mut next = || {
-        let message = pubsub.get_message().unwrap();
-        (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap())
-    };
+    let mut next = || common::next_keyevent(&mut pubsub);
     let event = |name: &str, key: &str| (format!("__keyevent@0__:{name}"), key.to_string());
     let _: redis::Value = redis::cmd("RL.MULTI")
         .arg(&["2", "a", "b", "1000", "TOKENBUCKET", "4", "0.001", "1"])
@@ -230,13 +226,9 @@ fn writes_emit_keyspace_events_and_nothing_else_does() {
     let server = Server::start(&["--notify-keyspace-events", "Ed"]);
     let mut listener = server.connect();
     let mut pubsub = listener.as_pubsub();
-    pubsub.psubscribe("__keyevent@0__:*").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    common::listen_keyevents(&mut pubsub);
     let con = &mut server.connect();
-    let mut next = || {
-        let message = pubsub.get_message().unwrap();
-        (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap())
-    };
+    let mut next = || common::next_keyevent(&mut pubsub);
     let slow = |command: &str| if command.ends_with("BUCKET") { "0.001" } else { "100000" };
     for command in &COMMANDS[..5] {
         let key = format!("{command}:k");

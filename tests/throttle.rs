@@ -159,13 +159,9 @@ fn admitted_calls_emit_rl_throttle_and_nothing_else_does() {
     let server = Server::start(&["CL.THROTTLE", "--notify-keyspace-events", "Ed"]);
     let mut listener = server.connect();
     let mut pubsub = listener.as_pubsub();
-    pubsub.psubscribe("__keyevent@0__:*").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    common::listen_keyevents(&mut pubsub);
     let con = &mut server.connect();
-    let mut next = || {
-        let message = pubsub.get_message().unwrap();
-        (message.get_channel_name().to_string(), message.get_payload::<String>().unwrap())
-    };
+    let mut next = || common::next_keyevent(&mut pubsub);
     let channel = "__keyevent@0__:rl.throttle".to_string();
     assert_eq!(ints(con, &["RL.THROTTLE", "k", "0", "1", "3600"])[0], 0);
     // Refused, a look, and a call above the limit: no event.

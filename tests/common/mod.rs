@@ -343,6 +343,19 @@ pub fn aof_base(server: &Server) -> Vec<u8> {
     std::fs::read(base).expect("the AOF base file")
 }
 
+/// Subscribes `pubsub` to every keyspace event of database 0; each read
+/// waits up to 5 s.
+pub fn listen_keyevents(pubsub: &mut redis::PubSub) {
+    pubsub.psubscribe("__keyevent@0__:*").expect("PSUBSCRIBE");
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).expect("a read timeout");
+}
+
+/// The next keyspace event: its channel and its key.
+pub fn next_keyevent(pubsub: &mut redis::PubSub) -> (String, String) {
+    let message = pubsub.get_message().expect("a keyspace event");
+    (message.get_channel_name().to_string(), message.get_payload().expect("a key name"))
+}
+
 /// The AOF files whose names contain `kind` (".base.", ".incr."), joined.
 pub fn aof_files(server: &Server, kind: &str) -> Vec<u8> {
     std::fs::read_dir(server.dir.path().join("appendonlydir"))
