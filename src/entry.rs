@@ -66,6 +66,7 @@ macro_rules! entry {
     }};
 }
 
+/// A command as Redis registers it.
 pub struct Command {
     pub name: &'static CStr,
     pub entry: Entry,
@@ -77,6 +78,7 @@ pub struct Command {
 }
 
 impl Command {
+    /// Creates the command; called at load.
     pub fn register(&self, ctx: &Context) -> Result<(), String> {
         let [first, last, step] = self.keys;
         // SAFETY: called from RedisModule_OnLoad with a valid context;

@@ -20,7 +20,7 @@ mod state;
 mod stats;
 mod throttle;
 
-use std::ffi::c_int;
+use std::ffi::{CStr, c_int};
 
 use entry::Command;
 #[cfg(not(test))]
@@ -44,18 +44,15 @@ fn commands() -> [Command; 11] {
         command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
         command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
         command(c"RL.LOGAPPLY", entry!(commands::log_apply), c"write deny-oom", ONE_KEY),
-        command(c"RL.THROTTLE", entry!(throttle::throttle), write_fast, ONE_KEY),
+        throttle_command(c"RL.THROTTLE"),
     ]
 }
 
-/// RL.THROTTLE under redis-cell's name, with the module argument `CL.THROTTLE`.
-fn cell_command() -> Command {
-    Command {
-        name: throttle::CELL_NAME,
-        entry: entry!(throttle::throttle),
-        flags: c"write deny-oom fast",
-        keys: ONE_KEY,
-    }
+/// RL.THROTTLE, under its own name or (with the module argument
+/// `CL.THROTTLE`) redis-cell's.
+fn throttle_command(name: &'static CStr) -> Command {
+    let entry = entry!(throttle::throttle);
+    Command { name, entry, flags: c"write deny-oom fast", keys: ONE_KEY }
 }
 
 /// At load, after the commands exist: command docs, key specs and ACL
@@ -83,7 +80,7 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         }
     }
     replicate::init();
-    let cell = cell_name.then(cell_command);
+    let cell = cell_name.then(|| throttle_command(throttle::CELL_NAME));
     for command in commands().iter().chain(&cell) {
         if let Err(message) = command.register(ctx) {
             ctx.log_warning(&message);

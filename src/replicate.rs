@@ -9,8 +9,9 @@ use redis_module::{Context, RedisString, raw};
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::state::Fixed;
 
-/// The constant arguments of RL.SETSTATE, made once: Redis takes a
-/// reference to a string where it would copy a C string on every call.
+/// The constant arguments of RL.SETSTATE and RL.LOGAPPLY, made once: Redis
+/// takes a reference to a string where it would copy a C string on every
+/// call.
 struct Constants {
     pxat: Shared,
     append: Shared,
