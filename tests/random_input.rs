@@ -87,8 +87,10 @@ fn random_arguments_never_crash_or_corrupt() {
         }
         let mut cmd = redis::cmd(command);
         cmd.arg(key).arg(&args);
-        let before = dump(con, key);
+        // The expiry first: a key that expires between the two reads is then
+        // missing in `before` too, not a change.
         let expires_at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
+        let before = dump(con, key);
         match cmd.query::<redis::Value>(con) {
             Ok(_) => replies += 1,
             Err(e) => {
@@ -99,7 +101,11 @@ fn random_arguments_never_crash_or_corrupt() {
                 // (a random rate or window can make that a millisecond).
                 let expired =
                     after.is_none() && expires_at > 0 && common::server_ms(con) >= expires_at;
-                assert!(after == before || expired, "{command} erred and changed {key}");
+                assert!(
+                    after == before || expired,
+                    "{command} {args:?} erred ({e}) and changed {key}: {before:?} -> {after:?}, \
+                     expiry {expires_at}"
+                );
             }
         }
     }
