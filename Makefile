@@ -1,6 +1,12 @@
 # redis-ratelimit: build, test, run and benchmark the module.
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
+# A redis-cell v0.5.0 build, when the machine has one beside the project:
+# the tests then run the differential against redis-cell (tests/throttle.rs;
+# build.rs compiles it in only when CELL_MODULE is set). Exported to every
+# target alike, so that build and test see the same value and cargo does not
+# rebuild between them.
+export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
 .PHONY: all deps build test test-clients memcheck run bench instructions cluster cluster-stop example clean
 
@@ -47,7 +53,8 @@ run: build
 # key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA and
 # redis-cell, medians of 3 interleaved rounds; memory per key; a CSV and
 # docs/bench.svg (scripts/bench.sh; about 7 minutes). REDIS_SERVER picks
-# the server, CELL_MODULE a redis-cell build.
+# the server, CELL_MODULE a redis-cell build (the one in ../shared/peers
+# when there is one, else redis-cell from the crates registry).
 bench: build
 	scripts/bench.sh
 

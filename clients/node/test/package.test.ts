@@ -1,5 +1,9 @@
-// `npm pack`, then the tarball installed into a fresh app with nothing but
-// npm's cache (no network): imported from ES modules, from CommonJS
+// `npm pack`, then the tarball installed into a fresh app (npm takes its two
+// runtime dependencies from its cache, or from the registry on a machine
+// whose cache lacks them: `--offline` failed on a fresh machine, where
+// `npm ci` had cached tarballs but not the registry metadata a version range
+// needs). Nothing of the source tree goes with it: imported from ES modules,
+// from CommonJS
 // (`require`), and compiled by strict TypeScript in both module modes with
 // no @types at all (no Express types, no Node types).
 
@@ -41,7 +45,7 @@ before(() => {
   app = join(work, 'app');
   mkdirSync(app);
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'fresh-app', private: true }));
-  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', join(work, tarball)], app);
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--silent', join(work, tarball)], app);
 });
 
 after(() => rmSync(work, { recursive: true, force: true }));
