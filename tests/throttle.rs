@@ -495,7 +495,10 @@ fn now_ns() -> u64 {
 }
 
 /// One call to each, back to back in a transaction bracketed by TIME;
-/// checks the replies and updates the tally.
+/// checks the replies and updates the tally. The TIMEs are sent on their
+/// own, before and after the transaction: inside one, Valkey answers TIME
+/// with the transaction's cached time (both the same microsecond), while
+/// redis-cell reads the real clock later, outside that bracket.
 fn compare_once(
     con: &mut redis::Connection,
     rng: &mut StdRng,
@@ -506,8 +509,10 @@ fn compare_once(
     let q = random_quantity(rng, burst);
     let args = [burst, count, period, q].map(|n| n.to_string());
     let cell_first = rng.gen_bool(0.5);
+    let time = |con: &mut redis::Connection| -> Vec<u64> { redis::cmd("TIME").query(con).expect("TIME") };
+    let t0 = time(con);
     let mut pipe = redis::pipe();
-    pipe.atomic().cmd("TIME").cmd("EXISTS").arg(&seq.cell_key);
+    pipe.atomic().cmd("EXISTS").arg(&seq.cell_key);
     let (first, second) = if cell_first {
         (("CL.THROTTLE", &seq.cell_key), ("RL.THROTTLE", &seq.our_key))
     } else {
@@ -515,17 +520,11 @@ fn compare_once(
     };
     pipe.cmd(first.0).arg(first.1).arg(&args);
     pipe.cmd(second.0).arg(second.1).arg(&args);
-    pipe.cmd("TIME").cmd("GET").arg(&seq.cell_key).cmd("DUMP").arg(&seq.our_key);
+    pipe.cmd("GET").arg(&seq.cell_key).cmd("DUMP").arg(&seq.our_key);
     #[allow(clippy::type_complexity)]
-    let (t0, cell_existed, a, b, t1, cell_after, ours_after): (
-        Vec<u64>,
-        bool,
-        Vec<i64>,
-        Vec<i64>,
-        Vec<u64>,
-        Option<u64>,
-        Option<Vec<u8>>,
-    ) = pipe.query(con).expect("the transaction");
+    let (cell_existed, a, b, cell_after, ours_after): (bool, Vec<i64>, Vec<i64>, Option<u64>, Option<Vec<u8>>) =
+        pipe.query(con).expect("the transaction");
+    let t1 = time(con);
     let (cell, ours) = if cell_first { (a, b) } else { (b, a) };
     tally.calls += 1;
     let t0 = (t0[0] * 1_000_000 + t0[1]) * 1000;
