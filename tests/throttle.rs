@@ -509,7 +509,8 @@ fn compare_once(
     let q = random_quantity(rng, burst);
     let args = [burst, count, period, q].map(|n| n.to_string());
     let cell_first = rng.gen_bool(0.5);
-    let time = |con: &mut redis::Connection| -> Vec<u64> { redis::cmd("TIME").query(con).expect("TIME") };
+    let time =
+        |con: &mut redis::Connection| -> Vec<u64> { redis::cmd("TIME").query(con).expect("TIME") };
     let t0 = time(con);
     let mut pipe = redis::pipe();
     pipe.atomic().cmd("EXISTS").arg(&seq.cell_key);
@@ -522,8 +523,13 @@ fn compare_once(
     pipe.cmd(second.0).arg(second.1).arg(&args);
     pipe.cmd("GET").arg(&seq.cell_key).cmd("DUMP").arg(&seq.our_key);
     #[allow(clippy::type_complexity)]
-    let (cell_existed, a, b, cell_after, ours_after): (bool, Vec<i64>, Vec<i64>, Option<u64>, Option<Vec<u8>>) =
-        pipe.query(con).expect("the transaction");
+    let (cell_existed, a, b, cell_after, ours_after): (
+        bool,
+        Vec<i64>,
+        Vec<i64>,
+        Option<u64>,
+        Option<Vec<u8>>,
+    ) = pipe.query(con).expect("the transaction");
     let t1 = time(con);
     let (cell, ours) = if cell_first { (a, b) } else { (b, a) };
     tally.calls += 1;
@@ -629,7 +635,10 @@ fn differential_against_redis_cell() {
     let seed = std::env::var("DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(now_ns);
     let server = Server::start(&["--loadmodule", &cell]);
     let con = &mut server.connect();
-    say(&format!("\ndifferential_against_redis_cell: redis-cell build {cell} ({})", cell_version(con)));
+    say(&format!(
+        "\ndifferential_against_redis_cell: redis-cell build {cell} ({})",
+        cell_version(con)
+    ));
     let rng = &mut StdRng::seed_from_u64(seed);
     let mut sequences: Vec<Sequence> = (0..60).map(|i| random_sequence(rng, i)).collect();
     let mut tally = Tally::default();
@@ -688,7 +697,9 @@ fn differential_against_redis_cell() {
 fn cell_version(con: &mut redis::Connection) -> String {
     let modules: Vec<Vec<redis::Value>> = redis::cmd("MODULE").arg("LIST").query(con).unwrap();
     let field = |module: &[redis::Value], name: &str| -> Option<String> {
-        let at = module.iter().position(|v| redis::from_redis_value::<String>(v.clone()).is_ok_and(|s| s == name))?;
+        let at = module
+            .iter()
+            .position(|v| redis::from_redis_value::<String>(v.clone()).is_ok_and(|s| s == name))?;
         module.get(at + 1).and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
     };
     modules
