@@ -7,6 +7,7 @@ from .decision import Decision, LimitResult
 from .headers import DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY, denied_body, rate_limit_headers
 from .keys import by_ip, by_user, ip_key
 from .limiter import AsyncRateLimiter, RateLimiter, RateLimiterUnavailable
+from .mode import Mode
 from .limits import (
     Algorithm,
     ConfigurationError,
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_MESSAGE",
     "Decision",
     "Limit",
+    "Mode",
     "LimitResult",
     "NEVER_MESSAGE",
     "RateLimiter",
