@@ -215,10 +215,26 @@ def call_sync(client: SyncClient, args: list[str], timeout: float, mode: Mode = 
     raise AssertionError("unreachable")
 
 
+async def _connected(connection: Any) -> None:
+    """Connected before the mode is looked up (a connect forgets it). As
+    _OwnConnections.take: a socket the server closed (a restart) reads as
+    ready, so it reconnects first (redis-py's pool skips this check while its
+    maintenance notifications are on, as they are by default)."""
+    if connection.is_connected:
+        try:
+            if not await connection.can_read():
+                return
+        except (ConnectionError, TimeoutError, OSError):
+            pass
+        await connection.disconnect()
+    await connection.connect()
+
+
 async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str], mode: Mode) -> Any:
     pool: Any = client.connection_pool
     connection = await pool.get_connection()
     try:
+        await _connected(connection)
         return await _run_async(connection, talk(mode, connection, args))
     except ResponseError:
         raise
@@ -238,7 +254,8 @@ async def _send_async_cluster(client: Any, args: list[str], mode: Mode) -> Any:
         if node is None:
             raise Unavailable(f"no node serves the slot of {key!r}" if ask is None else f"ASK to {ask.host}:{ask.port}, an unknown node")
         connection = node.acquire_connection()
-        try:  # after an ASK the slot is being imported there: ASKING lets the next command in
+        try:
+            await _connected(connection)  # after an ASK the slot is being imported there: ASKING lets the next command in
             return await _run_async(connection, talk(mode, connection, args, asking=ask is not None))
         except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
             if attempt == 2:
