@@ -1,6 +1,7 @@
 """Rate limiting for Python web APIs on the redis-ratelimit Redis module,
-or on any Redis through the same commands in Lua (mode.py): a limiter for redis-py's sync and asyncio clients (standalone and cluster),
-IETF RateLimit headers, and thin layers for ASGI (Starlette, FastAPI,
+or on any Redis through the same commands in Lua (mode.py): a limiter
+for redis-py's sync and asyncio clients (standalone and cluster), IETF
+RateLimit headers, and thin layers for ASGI (Starlette, FastAPI,
 Litestar), Flask and Django. The spec both clients follow: docs/clients.md."""
 
 from .decision import Decision, LimitResult
