@@ -1,6 +1,7 @@
 """The limiter: every limit a request carries, checked in one RL.MULTI
 (on a cluster, one per partition key), refunds through RL.REFUND, a look
-through RL.PEEK; the module's commands, or the Lua library's (mode.py). RateLimiter takes the sync redis-py clients,
+through RL.PEEK; the module's commands, or the same calls to the Lua
+library (mode.py). RateLimiter takes the sync redis-py clients,
 AsyncRateLimiter the asyncio ones; both share everything but the I/O."""
 
 from __future__ import annotations

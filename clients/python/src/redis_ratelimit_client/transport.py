@@ -143,6 +143,7 @@ def _run_sync(connection: Any, commands: Talk) -> Any:
 
 
 async def _run_async(connection: Any, commands: Talk) -> Any:
+    """As _run_sync, on an asyncio connection."""
     try:
         command = next(commands)
         while True:
@@ -159,7 +160,7 @@ async def _run_async(connection: Any, commands: Talk) -> Any:
 
 def _send_sync(pool: Any, args: list[str], timeout: float, mode: Mode, asking: bool = False) -> Any:
     connection = _own.take(pool, timeout)
-    try:  # asking: the slot is being imported there, ASKING lets the next command in
+    try:  # asking: the slot is being imported there; ASKING lets the next command in
         reply = _run_sync(connection, talk(mode, connection, args, asking))
     except ResponseError:
         _own.give_back(pool, connection)
@@ -255,7 +256,8 @@ async def _send_async_cluster(client: Any, args: list[str], mode: Mode) -> Any:
             raise Unavailable(f"no node serves the slot of {key!r}" if ask is None else f"ASK to {ask.host}:{ask.port}, an unknown node")
         connection = node.acquire_connection()
         try:
-            await _connected(connection)  # after an ASK the slot is being imported there: ASKING lets the next command in
+            await _connected(connection)
+            # After an ASK the slot is being imported there: ASKING lets the next command in.
             return await _run_async(connection, talk(mode, connection, args, asking=ask is not None))
         except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
             if attempt == 2:
