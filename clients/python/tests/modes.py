@@ -29,11 +29,17 @@ def peek_remaining(client: Any, mode: str, *args: str) -> int:
     return int(run(client, mode, *args)[1])
 
 
+def script_stats(client: Any) -> tuple[int, int, int]:
+    """EVALSHA calls, of which failed (NOSCRIPT, in these tests), and EVAL calls."""
+    stats = client.info("commandstats")
+    evalsha, eval_ = stats.get("cmdstat_evalsha", {}), stats.get("cmdstat_eval", {})
+    return int(evalsha.get("calls", 0)), int(evalsha.get("failed_calls", 0)), int(eval_.get("calls", 0))
+
+
 def calls(client: Any, mode: str) -> int:
     """Limiter calls the server ran: RL.MULTI's counter (module), the
     EVALSHA and EVAL that ran the script (script; a NOSCRIPT did not)."""
     if mode == "module":
         return int(client.info("ratelimit")["ratelimit_multi"]["calls"])
-    stats = client.info("commandstats")
-    ran = [stats.get(f"cmdstat_{name}", {}) for name in ("evalsha", "eval")]
-    return sum(int(s.get("calls", 0)) - int(s.get("failed_calls", 0)) for s in ran)
+    evalsha, noscript, eval_ = script_stats(client)
+    return evalsha - noscript + eval_

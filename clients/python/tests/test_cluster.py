@@ -16,7 +16,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter
-from modes import calls, peek_remaining
+from modes import calls, peek_remaining, script_stats
 from servers import Cluster, Server
 
 
@@ -44,6 +44,11 @@ def limits() -> list[Limit]:
 
 def test_sync_cluster_client(rc: redis.cluster.RedisCluster, cluster: Cluster, mode: str) -> None:
     limiter = RateLimiter(rc, limits())
+    if mode == "script":  # each node starts without the script
+        for node in cluster.nodes:
+            with node.client() as r:
+                r.script_flush()
+                r.config_resetstat()
     before = multi_calls(cluster, mode)
     outcomes = [limiter.check(f"u{i % 30}") for i in range(60)]
     assert all(d is not None and d.allowed for d in outcomes)
@@ -51,6 +56,11 @@ def test_sync_cluster_client(rc: redis.cluster.RedisCluster, cluster: Cluster, m
     assert multi_calls(cluster, mode) - before == 60 * 2
     holding = [n.client().dbsize() for n in cluster.nodes]
     assert sum(holding) == 30 * 2 + 1 and all(count > 0 for count in holding), holding
+    if mode == "script":  # each node: one NOSCRIPT, then EVAL; EVALSHA from then on
+        for node in cluster.nodes:
+            with node.client() as r:
+                evalsha, noscript, eval_ = script_stats(r)
+                assert (noscript, eval_) == (1, 1) and evalsha > 1
 
     denied = limiter.check("u0")
     assert denied is not None and not denied.allowed

@@ -16,6 +16,7 @@ import redis.asyncio
 
 from redis_ratelimit_client import AsyncRateLimiter, Limit, Mode, RateLimiter
 from redis_ratelimit_client.script import script_args, sha1
+from modes import script_stats
 from servers import Server
 
 LIMIT = Limit("tokenbucket", 3, rate=0.001)
@@ -64,13 +65,6 @@ def test_auto_decides_again_after_a_reconnect() -> None:
         assert asyncio.run(run()) == [(1, 1, "ratelimit", "ratelimit"), (1, 1, "string", "string"), (1, 1, "ratelimit", "ratelimit")]
     finally:
         server.remove()
-
-
-def script_stats(r: redis.Redis) -> tuple[int, int, int]:
-    """EVALSHA calls, of which NOSCRIPT (failed), and EVAL calls."""
-    stats = r.info("commandstats")
-    evalsha, eval_ = stats.get("cmdstat_evalsha", {}), stats.get("cmdstat_eval", {})
-    return int(evalsha.get("calls", 0)), int(evalsha.get("failed_calls", 0)), int(eval_.get("calls", 0))
 
 
 def test_script_mode_sends_the_script_again_after_script_flush(script_server: Server) -> None:
