@@ -151,7 +151,8 @@ class RateLimiter:
     `check(request)` returns the Decision (taking the units when allowed),
     None when Redis is unavailable and the limiter fails open, raises
     RateLimiterUnavailable when it fails closed, and passes the module's
-    error replies on as redis.ResponseError (a server error, never a pass).
+    (or the script's) error replies on as redis.ResponseError (a server
+    error, never a pass). `mode`: "auto", "module" or "script" (mode.py).
     """
 
     def __init__(
