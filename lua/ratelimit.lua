@@ -58,6 +58,11 @@ local E = {
     wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value',
     module_key = 'WRONGTYPE the key holds module-mode state (the redis-ratelimit module\'s type); '
         .. 'script mode cannot use it: give each mode its own key prefix',
+    -- Lua returns integers exactly only below 2^53: a reply past that (a
+    -- leaky bucket whose stored queue is far longer than the call's
+    -- capacity drains at its slow rate) is refused, with nothing changed.
+    reply_range = 'ERR rate is too slow for the queue this key holds: a reply would pass 9007199254740991 ms, '
+        .. 'beyond what script mode returns exactly (the module returns it); nothing was changed',
     corrupt = 'ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; '
         .. 'it is left unchanged',
 }
@@ -957,6 +962,13 @@ local function commit(key, limit, state, v)
     redis.call('SET', key, ENCODE[code](change), 'PX', to_decimal(v.reset))
 end
 
+-- Refuses a verdict whose reply Lua cannot return exactly.
+local function check_range(v)
+    if type(v.retry) == 'table' or type(v.reset) == 'table' or type(v.delay) == 'table' then
+        fail(E.reply_range)
+    end
+end
+
 local function fields(limit, v)
     local f = { v.allowed and 1 or 0, v.remaining, limit.size, v.retry, v.reset }
     if limit.code == 'lb' then
@@ -982,6 +994,7 @@ local function single(name, algorithm)
         local n = parse_count(argv[5])
         local state = read(keys[1], limit.code)
         local v = run(limit, 'take', state, now or server_now(), n)
+        check_range(v)
         commit(keys[1], limit, state, v)
         return fields(limit, v)
     end
@@ -1005,7 +1018,9 @@ function COMMANDS.PEEK(keys, argv)
     end
     local n = parse_count(argv[6])
     local state = read(keys[1], limit.code)
-    return fields(limit, run(limit, 'take', state, now or server_now(), n))
+    local v = run(limit, 'take', state, now or server_now(), n)
+    check_range(v)
+    return fields(limit, v)
 end
 
 -- RL.REFUND key ALGORITHM a b now n
@@ -1018,6 +1033,7 @@ function COMMANDS.REFUND(keys, argv)
     local n = parse_count(argv[6])
     local state = read(keys[1], limit.code)
     local v = run(limit, 'refund', state, now or server_now(), n)
+    check_range(v)
     commit(keys[1], limit, state, v)
     return fields(limit, v)
 end
@@ -1055,14 +1071,18 @@ function COMMANDS.MULTI(keys, argv)
         verdicts[i] = run(limits[i], 'take', states[i], now, counts[i])
         allowed = allowed and verdicts[i].allowed
     end
+    for i = 1, k do
+        if not allowed and verdicts[i].allowed then
+            -- Nothing is taken: a limit that would admit reports its state
+            -- as a look (n = 0) does.
+            verdicts[i] = run(limits[i], 'take', states[i], now, 0)
+        end
+        check_range(verdicts[i])
+    end
     local reply, retry = { allowed and 1 or 0, 0 }, 0
     for i = 1, k do
         if allowed then
             commit(keys[i], limits[i], states[i], verdicts[i])
-        elseif verdicts[i].allowed then
-            -- Nothing is taken: a limit that would admit reports its state
-            -- as a look (n = 0) does.
-            verdicts[i] = run(limits[i], 'take', states[i], now, 0)
         end
         local wait = verdicts[i].retry
         if retry ~= -1 then
