@@ -4,9 +4,8 @@ dependency, served by uvicorn over real HTTP."""
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
 import redis
 import redis.asyncio
 from fastapi import Depends, FastAPI
@@ -36,13 +35,6 @@ def skip_free(scope: Any) -> bool:
 
 def limiter(server: Server, fail_open: bool) -> AsyncRateLimiter:
     return AsyncRateLimiter(redis.asyncio.Redis(port=server.port), LIMIT, key=by_ip(trusted_proxies=1), fail_open=fail_open)
-
-
-@pytest.fixture
-def own_server() -> Iterator[Server]:
-    s = Server()
-    yield s
-    s.remove()
 
 
 def starlette_app(server: Server, fail_open: bool) -> Starlette:

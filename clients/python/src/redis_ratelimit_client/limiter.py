@@ -1,6 +1,7 @@
 """The limiter: every limit a request carries, checked in one RL.MULTI
 (on a cluster, one per partition key), refunds through RL.REFUND, a look
-through RL.PEEK. RateLimiter takes the sync redis-py clients,
+through RL.PEEK; the module's commands, or the same calls to the Lua
+library (mode.py). RateLimiter takes the sync redis-py clients,
 AsyncRateLimiter the asyncio ones; both share everything but the I/O."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .commands import Charge, multi_args, multi_results, peek_args, refund_args,
 from .decision import Decision, LimitResult
 from .keys import by_ip
 from .limits import ConfigurationError, KeyFunction, Limit, check_integer
+from .mode import Mode, check_mode
 
 log = logging.getLogger("redis_ratelimit_client")
 
@@ -41,6 +43,7 @@ class _Core:
         prefix: str,
         timeout: float,
         fail_open: bool,
+        mode: Mode,
         allow_async: bool,
     ) -> None:
         single = isinstance(limits, Limit)
@@ -78,6 +81,7 @@ class _Core:
         if not isinstance(fail_open, bool):
             raise ConfigurationError(f"fail_open: must be True or False (got {fail_open!r})")
         self.fail_open = fail_open
+        self.mode = check_mode(mode)
 
     @property
     def names(self) -> list[str]:
@@ -147,7 +151,8 @@ class RateLimiter:
     `check(request)` returns the Decision (taking the units when allowed),
     None when Redis is unavailable and the limiter fails open, raises
     RateLimiterUnavailable when it fails closed, and passes the module's
-    error replies on as redis.ResponseError (a server error, never a pass).
+    (or the script's) error replies on as redis.ResponseError (a server
+    error, never a pass). `mode`: "auto", "module" or "script" (mode.py).
     """
 
     def __init__(
@@ -159,15 +164,16 @@ class RateLimiter:
         prefix: str = "ratelimit:",
         timeout: float = 1.0,
         fail_open: bool = True,
+        mode: Mode = "auto",
     ) -> None:
         self.redis = transport.check_sync_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, allow_async=False)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=False)
 
     def with_limits(self, *limits: Limit) -> RateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return RateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,  # type: ignore[arg-type]
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open,
+            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
         )
 
     def charges(self, request: Any) -> list[Charge]:
@@ -180,7 +186,7 @@ class RateLimiter:
         return out
 
     def _call(self, args: list[str]) -> Any:
-        return transport.call_sync(self.redis, args, self.core.timeout)
+        return transport.call_sync(self.redis, args, self.core.timeout, self.core.mode)
 
     def check(self, request: Any = None) -> Optional[Decision]:
         charges = self.charges(request)
@@ -255,15 +261,16 @@ class AsyncRateLimiter:
         prefix: str = "ratelimit:",
         timeout: float = 1.0,
         fail_open: bool = True,
+        mode: Mode = "auto",
     ) -> None:
         self.redis = transport.check_async_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, allow_async=True)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=True)
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return AsyncRateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open,
+            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
         )
 
     async def charges(self, request: Any) -> list[Charge]:
@@ -276,7 +283,7 @@ class AsyncRateLimiter:
         return out
 
     async def _call(self, args: list[str]) -> Any:
-        return await transport.call_async(self.redis, args, self.core.timeout)
+        return await transport.call_async(self.redis, args, self.core.timeout, self.core.mode)
 
     async def check(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
