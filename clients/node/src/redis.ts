@@ -17,6 +17,16 @@ export interface Connection {
   close(): void;
   /** Settles when the connection can take commands. */
   ready: Promise<void>;
+  /**
+   * The client object of the node that gets `key` (the one connection on
+   * a single server), when known: it emits 'ready' after each reconnect.
+   */
+  nodeOf(key: string): NodeClient | undefined;
+}
+
+/** A node's connection, as node-redis and ioredis both have it. */
+export interface NodeClient {
+  on(event: 'ready', listener: () => void): unknown;
 }
 
 /** How to make a connection of our own from the app's client. */
@@ -62,6 +72,7 @@ function nodeRedis(client: Anything): ClientKind {
         ready: own.connect().then(() => {}),
         send: (_key, args) => own.sendCommand(args),
         close: () => closeNodeRedis(own),
+        nodeOf: () => own,
       };
     },
   };
@@ -84,6 +95,7 @@ function nodeRedisCluster(cluster: Anything): ClientKind {
         ready: own.connect().then(() => {}),
         send: (key, args) => own.sendCommand(key, false, args),
         close: () => closeNodeRedis(own),
+        nodeOf: (key) => own.slots?.[keySlot(key)]?.master?.client,
       };
     },
   };
@@ -99,6 +111,7 @@ function ioredis(client: Anything): ClientKind {
         ready: waitForReady(own),
         send: (_key, [command, ...args]) => own.call(command, ...args),
         close: () => own.disconnect(),
+        nodeOf: () => own,
       };
     },
   };
@@ -139,6 +152,7 @@ function ioredisCluster(cluster: Anything): ClientKind {
           }
         },
         close: () => own.disconnect(),
+        nodeOf: (key) => primaryOf(key) as NodeClient | undefined,
       };
     },
   };
@@ -160,6 +174,18 @@ export function clientKind(redis: unknown): ClientKind {
 /** Error replies that mean "not now" rather than "wrong call". */
 const UNAVAILABLE_REPLIES = ['LOADING', 'BUSY', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN', 'MOVED', 'ASK'];
 
+/**
+ * Redis answered, but the call cannot work as the server is set up (the
+ * module missing, an ACL without EVAL, a key in the other mode's layout):
+ * a server error like any error reply, with a message that says what to do.
+ */
+export class RateLimitModeError extends Error {
+  constructor(message: string, readonly cause: unknown) {
+    super(message);
+    this.name = 'RateLimitModeError';
+  }
+}
+
 /** node-redis's ErrorReply (and its subclasses) or ioredis's ReplyError, known without importing either. */
 function isReply(error: unknown): boolean {
   for (let proto = Object.getPrototypeOf(error ?? {}); proto && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
@@ -174,7 +200,12 @@ function isReply(error: unknown): boolean {
  * another type): a server error, never a reason to let traffic through.
  */
 export function isErrorReply(error: unknown): boolean {
-  if (!isReply(error)) return false;
-  const code = String((error as Error).message).split(' ', 1)[0];
-  return !UNAVAILABLE_REPLIES.includes(code);
+  if (error instanceof RateLimitModeError) return true;
+  const code = replyCode(error);
+  return code !== undefined && !UNAVAILABLE_REPLIES.includes(code);
+}
+
+/** The error code of an error reply (`ERR`, `NOSCRIPT`, `WRONGTYPE`...), undefined for other failures. */
+export function replyCode(error: unknown): string | undefined {
+  return isReply(error) ? String((error as Error).message).split(' ', 1)[0] : undefined;
 }
