@@ -30,7 +30,7 @@ export class ModeSwitch {
     if (known) return known;
     let info: unknown;
     try {
-      info = await connection.send(key, ['COMMAND', 'INFO', 'RL.MULTI']);
+      info = await connection.sendToNodeOf(key, ['COMMAND', 'INFO', 'RL.MULTI']);
     } catch (error) {
       if (replyCode(error) !== 'NOPERM') throw error;
       throw new RateLimitModeError(
@@ -40,7 +40,7 @@ export class ModeSwitch {
       );
     }
     const mode = Array.isArray(info) && info[0] != null ? 'module' : 'script'; // [null]: no such command
-    const node = connection.nodeOf(key); // known now on a cluster even if not before
+    const node = connection.nodeOf(key); // the node that answered: known now on a cluster even if not before
     if (node) {
       this.decided.set(node, mode);
       if (!this.watched.has(node)) {

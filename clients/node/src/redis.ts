@@ -13,6 +13,8 @@ import { keySlot } from './slot.js';
 export interface Connection {
   /** Sends one command; `key` routes it on a cluster. */
   send(key: string, args: string[]): Promise<unknown>;
+  /** Sends a command without keys to the node that serves `key` (a cluster client would pick any node for it). */
+  sendToNodeOf(key: string, args: string[]): Promise<unknown>;
   /** Closes the connection at once, dropping what is in flight. */
   close(): void;
   /** Settles when the connection can take commands. */
@@ -71,6 +73,7 @@ function nodeRedis(client: Anything): ClientKind {
       return {
         ready: own.connect().then(() => {}),
         send: (_key, args) => own.sendCommand(args),
+        sendToNodeOf: (_key, args) => own.sendCommand(args),
         close: () => closeNodeRedis(own),
         nodeOf: () => own,
       };
@@ -91,11 +94,14 @@ function nodeRedisCluster(cluster: Anything): ClientKind {
       const defaults = { ...options.defaults, disableOfflineQueue: true };
       const own = cluster.duplicate({ defaults });
       own.on('error', () => {});
+      const primaryOf = (key: string): Anything | undefined => own.slots?.[keySlot(key)]?.master;
       return {
         ready: own.connect().then(() => {}),
         send: (key, args) => own.sendCommand(key, false, args),
+        // On the node's own client: node-redis v6 routes a command without keys by its command tips, not by the key given.
+        sendToNodeOf: async (key, args) => (await own.nodeClient(primaryOf(key) ?? noPrimary(key))).sendCommand(args),
         close: () => closeNodeRedis(own),
-        nodeOf: (key) => own.slots?.[keySlot(key)]?.master?.client,
+        nodeOf: (key) => primaryOf(key)?.client,
       };
     },
   };
@@ -110,6 +116,7 @@ function ioredis(client: Anything): ClientKind {
       return {
         ready: waitForReady(own),
         send: (_key, [command, ...args]) => own.call(command, ...args),
+        sendToNodeOf: (_key, [command, ...args]) => own.call(command, ...args),
         close: () => own.disconnect(),
         nodeOf: () => own,
       };
@@ -139,6 +146,7 @@ function ioredisCluster(cluster: Anything): ClientKind {
         const address = own.slots?.[keySlot(key)]?.[0];
         return own.nodes('master').find((node: Anything) => `${node.options.host}:${node.options.port}` === address);
       };
+      const refresh = () => new Promise<void>((resolve) => own.refreshSlotsCache(() => resolve()));
       return {
         ready: waitForReady(own),
         send: async (key, [command, ...args]) => {
@@ -147,15 +155,24 @@ function ioredisCluster(cluster: Anything): ClientKind {
           } catch (error) {
             if (!/^(MOVED|ASK) /.test(String((error as Error).message))) throw error;
             // The slot moved: learn the new layout, then ask its primary once.
-            await new Promise<void>((resolve) => own.refreshSlotsCache(() => resolve()));
+            await refresh();
             return (primaryOf(key) ?? own).call(command, ...args);
           }
+        },
+        sendToNodeOf: async (key, [command, ...args]) => {
+          if (!primaryOf(key)) await refresh(); // a node that went away is back in the pool after a refresh
+          return (primaryOf(key) ?? noPrimary(key)).call(command, ...args);
         },
         close: () => own.disconnect(),
         nodeOf: (key) => primaryOf(key) as NodeClient | undefined,
       };
     },
   };
+}
+
+/** The cluster client knows no primary for the key's slot (the layout is changing): unavailable for now, never another node's answer. */
+function noPrimary(key: string): never {
+  throw new Error(`the cluster client knows no primary for the slot of ${key} yet`);
 }
 
 /** Tells which client the app passed, or throws naming the option. */

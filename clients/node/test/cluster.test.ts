@@ -3,6 +3,9 @@
 // itself, in both modes: with the module, and without it (the Lua script).
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { createLimiter, type Limiter } from '../src/index.js';
@@ -12,6 +15,7 @@ import { RedisCluster } from './servers.js';
 
 type Req = { ip: string; user: string };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const SHA1 = createHash('sha1').update(readFileSync(resolve(import.meta.dirname, '../../../../lua/ratelimit.lua'))).digest('hex');
 
 for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
   let cluster: RedisCluster;
@@ -97,6 +101,56 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
         assert.deepEqual((await limiter.check({ ip: '10.7.7.7', user }))?.limits.map((l) => l.remaining), [0, 1, 2]);
         assert.equal((await limiter.check({ ip: '10.7.7.7', user }))?.allowed, false);
       });
+
+      test(`mode auto takes the ${mode === 'module' ? 'module' : 'script'} on every node; script mode loads the script on each node (NOSCRIPT, then EVAL)`, async () => {
+        await Promise.all(cluster.nodes.map((node) => node.cli('script', 'flush')));
+        const auto = createLimiter<Req>({ redis: app.client, prefix: `rl:${run}:auto:`, key: (req) => `user:${req.user}`, limits: { name: 'n', limit: 2, rate: 0.001 } });
+        try {
+          const owners = new Set<number>();
+          for (let i = 0; owners.size < 3; i++) {
+            const key = `rl:${run}:auto:{user:u${i}}:n`;
+            assert.deepEqual((await auto.check({ ip: '10.8.8.8', user: `u${i}` }))?.limits.map((l) => l.remaining), [1]);
+            assert.equal(await cluster.cli('type', key), mode === 'module' ? 'ratelimit' : 'string');
+            owners.add((await cluster.ownerOf(key)).port);
+          }
+        } finally {
+          auto.close();
+        }
+        const cached = await Promise.all(cluster.nodes.map((node) => node.cli('script', 'exists', SHA1)));
+        assert.deepEqual(cached, mode === 'module' ? ['0', '0', '0'] : ['1', '1', '1']);
+      });
+
+      if (withModule) {
+        test('mode auto, a node restarted without the module, then with it: decided again for that node', async () => {
+          const auto = createLimiter<Req>({ redis: app.client, prefix: `rl:${run}:restart:`, key: (req) => `user:${req.user}`, limits: { name: 'n', limit: 2, rate: 0.001 }, timeoutMs: 300, log: () => {} });
+          const key = `rl:${run}:restart:{user:ada}:n`;
+          const node = await cluster.ownerOf(key);
+          try {
+            assert.deepEqual((await auto.check({ ip: '10.9.9.9', user: 'ada' }))?.limits.map((l) => l.remaining), [1]);
+            assert.equal(await cluster.cli('type', key), 'ratelimit');
+            for (const loaded of [false, true]) {
+              await node.kill();
+              node.withModule = loaded;
+              await node.run(); // the same port and cluster config; its keys are gone
+              let decision = null;
+              for (let i = 0; i < 100 && decision === null; i++) {
+                decision = await auto.check({ ip: '10.9.9.9', user: 'ada' }); // null while it is down or rejoins
+                if (decision === null) await sleep(100);
+              }
+              assert.deepEqual(decision?.limits.map((l) => l.remaining), [1]);
+              assert.equal(await cluster.cli('type', key), loaded ? 'ratelimit' : 'string');
+            }
+          } finally {
+            auto.close();
+            if (!node.withModule) {
+              // Failed halfway: the tests after this one need the module back.
+              await node.kill();
+              node.withModule = true;
+              await node.run();
+            }
+          }
+        });
+      }
 
       test('no answer in time: fail open, and the paused calls never charge later', async () => {
         const lines: string[] = [];
