@@ -2,6 +2,7 @@
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
 import { byIp, isIpv6Subnet } from './keys.js';
+import { MODES, ModeSwitch, type Mode } from './mode.js';
 import {
   checkFunction,
   checkLimits,
@@ -15,7 +16,6 @@ import {
   type Limit,
   type QuotaUnit,
 } from './options.js';
-import { MODES, ModeSwitch, type Mode } from './mode.js';
 import { clientKind, isErrorReply, type ClientKind, type Connection } from './redis.js';
 
 export interface LimiterOptions<Req = any> {
