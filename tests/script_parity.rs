@@ -279,7 +279,7 @@ fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length:
             1 => MAX_TIME_US.to_string().split_at(12).0.to_string() + ".999999",
             _ => decimal(now, rng),
         };
-        calls.push(random_call(rng, &keys, now_text));
+        calls.push(random_call(rng, &keys, now_text, true));
     }
     calls
 }
@@ -287,11 +287,12 @@ fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length:
 /// A take, peek, refund or RL.MULTI on the sequence's keys at `now`; one
 /// call in fifty has a bad argument, and one in a hundred names another
 /// algorithm than the key holds.
-fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String) -> Call {
+fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds: bool) -> Call {
     let op = match rng.gen_range(0..20) {
         0..=10 => Op::Take,
         11..=12 => Op::Peek,
-        13..=15 => Op::Refund,
+        13..=15 if refunds => Op::Refund,
+        13..=15 => Op::Take,
         _ => Op::Multi,
     };
     let mut chosen: Vec<&(String, Limit)> = if op == Op::Multi {
@@ -610,4 +611,166 @@ fn random_sequences_on_given_times_agree_exactly() {
     for algorithm in ALGORITHMS {
         assert!(per_algorithm[algorithm] >= 10_000, "{algorithm}: {per_algorithm:?}");
     }
+}
+
+/// Far in the future, where the server's clock (`*`) is behind every key's
+/// last update and so counts as no time passed: `*` gets one exact answer.
+/// Every key is created first by a take at a given time; no refund (one
+/// could delete a key, and a missing key would take the real clock).
+fn random_star_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length: usize) -> Vec<Call> {
+    let mut keys = vec![(format!("{{{tag}}}:main"), random_limit(rng, algorithm))];
+    for side in 0..rng.gen_range(0..=2) {
+        let other = ALGORITHMS.choose(rng).unwrap();
+        keys.push((format!("{{{tag}}}:side{side}"), random_limit(rng, other)));
+    }
+    // After 2100, before the end of 9999 by a margin for the gaps below.
+    let mut now = rng.gen_range(4_102_444_800 * SECOND..MAX_TIME_US - 10_000_000 * SECOND);
+    let mut calls: Vec<Call> = keys
+        .iter()
+        .map(|(key, limit)| Call {
+            op: Op::Take,
+            args: vec![
+                format!("RL.{}", limit.algorithm),
+                key.clone(),
+                limit.a.clone(),
+                limit.b.clone(),
+                decimal(now, rng),
+                "1".into(),
+            ],
+            keys: vec![key.clone()],
+            counts: vec!["1".into()],
+        })
+        .collect();
+    while calls.len() < length {
+        let now_text = if rng.gen_range(0..2) == 0 {
+            "*".to_string()
+        } else {
+            now += rng.gen_range(0..=span_us(&keys[0].1).min(1000 * SECOND) / 4);
+            decimal(now, rng)
+        };
+        calls.push(random_call(rng, &keys, now_text, false));
+    }
+    calls
+}
+
+#[test]
+fn the_server_clock_behind_the_keys_agrees_exactly() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x57a2);
+    let (mut compared, mut stars) = (0, 0);
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 60).enumerate() {
+        let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
+        let done = compare_exactly(module, script, &modes.sha, &calls);
+        compared += done;
+        stars += calls[..done].iter().filter(|c| c.args.iter().any(|a| a == "*")).count();
+    }
+    eprintln!("{compared} calls compared, {stars} of them on the server's clock");
+    assert!(stars >= 2000, "{stars} calls on the server's clock");
+}
+
+/// One call on one server, not in a transaction: its reply, its keys'
+/// PEXPIRETIME after it, and the server's clock (TIME, in ms) just before
+/// and just after it.
+fn run_timed(con: &mut redis::Connection, sha: Option<&str>, call: &Call) -> (Answer, (i64, i64)) {
+    let args = match sha {
+        Some(sha) => as_script(sha, &call.args),
+        None => call.args.clone(),
+    };
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe.cmd("TIME").cmd(&args[0]).arg(&args[1..]).cmd("TIME");
+    for key in &call.keys {
+        pipe.cmd("PEXPIRETIME").arg(key);
+    }
+    let replies: Vec<Value> = pipe.query(con).expect("the pipeline");
+    let ms = |time: &Value| {
+        let parts: Vec<i64> = redis::from_redis_value(time.clone()).expect("TIME");
+        parts[0] * 1000 + parts[1] / 1000
+    };
+    let expiry = replies[3..].iter().map(int).collect();
+    (Answer { reply: replies[1].clone(), expiry }, (ms(&replies[0]), ms(&replies[2]) + 1))
+}
+
+/// Compares two replies of calls made at instants up to `tolerance` ms
+/// apart: every field exactly but the waits (retry_after_ms,
+/// reset_after_ms, delay_ms, RL.MULTI's retry_after_ms), which may differ
+/// by the tolerance when positive.
+fn agree_within(module: &Value, script: &Value, tolerance: i64) -> bool {
+    fn fields(module: &[Value], script: &[Value], tolerance: i64, waits: &[usize]) -> bool {
+        module.len() == script.len()
+            && module.iter().zip(script).enumerate().all(|(i, (m, s))| match (m, s) {
+                (Value::Int(m), Value::Int(s)) if waits.contains(&i) && *m > 0 && *s > 0 => {
+                    (m - s).abs() <= tolerance
+                }
+                (Value::Array(m), Value::Array(s)) => fields(m, s, tolerance, &[3, 4, 5]),
+                (m, s) => show(m) == show(s),
+            })
+    }
+    match (module, script) {
+        (Value::Array(m), Value::Array(s)) if matches!(m.first(), Some(Value::Int(_))) => {
+            let multi = matches!(m.get(2), Some(Value::Array(_)));
+            fields(m, s, tolerance, if multi { &[1] } else { &[3, 4, 5] })
+        }
+        _ => show(module) == show(script),
+    }
+}
+
+/// `*` on live keys, at rates so slow (a unit per 11.6 days) and windows so
+/// long (10^9 s, the current one ending in 2033) that between the two
+/// servers' calls, some hundred microseconds apart, nothing refills or
+/// slides: `allowed`, `remaining` and `limit` agree exactly, and the waits
+/// count down the same milliseconds, so they agree within the time between
+/// the two calls (the servers' clocks, both the host's CLOCK_REALTIME,
+/// bracket each call). The expiry of every write is checked on each server
+/// against its clock just before and after the call: PTTL =
+/// reset_after_ms to the millisecond.
+#[test]
+fn the_server_clock_agrees_within_the_time_between_the_calls() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x7135);
+    let slow = |rng: &mut StdRng, algorithm: &'static str| {
+        let a = rng.gen_range(1..=if is_bucket(algorithm) { 1_000_000 } else { 20 }).to_string();
+        let b = if is_bucket(algorithm) { "0.000001" } else { "1000000000" }.to_string();
+        Limit { algorithm, a, b }
+    };
+    let (mut module_expiry, mut script_expiry) = Default::default();
+    let mut checked = 0;
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 8).enumerate() {
+        let mut keys = vec![(format!("{{c{index}}}:main"), slow(&mut rng, algorithm))];
+        for side in 0..2 {
+            let other = ALGORITHMS.choose(&mut rng).unwrap();
+            keys.push((format!("{{c{index}}}:side{side}"), slow(&mut rng, other)));
+        }
+        for _ in 0..40 {
+            let mut call = random_call(&mut rng, &keys, "*".into(), true);
+            // Small counts, so that keys fill and empty within the sequence.
+            for (i, count) in call.counts.clone().iter().enumerate() {
+                let small = (count.parse::<u64>().unwrap_or(0) % 4).to_string();
+                if let Some(arg) = call.args.iter_mut().rev().find(|a| *a == count) {
+                    *arg = small.clone();
+                }
+                call.counts[i] = small;
+            }
+            let (m, module_clock) = run_timed(module, None, &call);
+            let (s, script_clock) = run_timed(script, Some(&modes.sha), &call);
+            let tolerance = (script_clock.1 - module_clock.0).max(module_clock.1 - script_clock.0) + 1;
+            assert!(
+                agree_within(&m.reply, &s.reply, tolerance),
+                "{:?}: module {} script {} (tolerance {tolerance} ms)",
+                call.args,
+                show(&m.reply),
+                show(&s.reply)
+            );
+            for (mode, answer, clock, seen) in [
+                ("module", &m, module_clock, &mut module_expiry),
+                ("script", &s, script_clock, &mut script_expiry),
+            ] {
+                check_expiry(mode, std::slice::from_ref(&call), std::slice::from_ref(answer), clock, seen);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 1600);
 }
