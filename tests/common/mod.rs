@@ -271,9 +271,20 @@ pub fn wait_for_aof_rewrite(con: &mut redis::Connection) {
 /// A cluster of `count` primaries with the module and no replicas, made
 /// with `redis-cli --cluster create`, its state ok on every node.
 pub fn start_cluster(count: usize) -> Vec<Server> {
+    cluster_of(count, true)
+}
+
+/// A cluster as `start_cluster` makes, of servers without the module
+/// (script mode's servers).
+pub fn start_cluster_without_module(count: usize) -> Vec<Server> {
+    cluster_of(count, false)
+}
+
+fn cluster_of(count: usize, with_module: bool) -> Vec<Server> {
     let args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "3000"];
+    let args = [&args[..], &["--cluster-config-file", "nodes.conf"]].concat();
     let nodes: Vec<Server> = (0..count)
-        .map(|_| Server::start(&[&args[..], &["--cluster-config-file", "nodes.conf"]].concat()))
+        .map(|_| if with_module { Server::start(&args) } else { start_without_module(&args) })
         .collect();
     let mut create = vec!["--cluster".to_string(), "create".to_string()];
     create.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));

@@ -1,0 +1,1093 @@
+//! Script mode against the module: lua/ratelimit.lua on a server without
+//! the module answers every call as the module does on another server.
+//!
+//! - Random sequences on given times (every algorithm, RL.MULTI of mixed
+//!   algorithms, RL.PEEK, RL.REFUND, n = 0, parameters and times at both
+//!   ends of their ranges and just past them, times going backwards,
+//!   fractional microseconds): identical replies, errors included, at least
+//!   10,000 calls per algorithm. Each key's sequence runs in one MULTI/EXEC
+//!   on each server, so that no key expires halfway on one server and not
+//!   on the other (the servers' clocks are not the calls' clocks).
+//! - The server's clock (`*`): exactly, where the answer cannot depend on
+//!   the instant (a clock behind the key's last update counts as no time);
+//!   elsewhere with the tolerance that the two calls' instants allow, below.
+//! - Expiry: after every call that writes (an admitted take of n > 0, a
+//!   refund of n > 0 on an existing key), on each server, the key expires
+//!   `reset_after_ms` after the server's clock at the call (or is gone when
+//!   that is 0), and a call that does not write leaves the expiry as it was.
+//! - Bad input: the module's error for each, and nothing changes.
+//! - A 3-primary cluster without the module, the script routed by key.
+
+mod common;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use redis::Value;
+
+use common::{Server, dump, node_serving, start_cluster_without_module, start_without_module};
+
+const SCRIPT: &str = include_str!("../lua/ratelimit.lua");
+const MAX_UNITS: u64 = (1 << 53) - 1;
+const MAX_TIME_US: u64 = 253_402_300_799_999_999;
+const SECOND: u64 = 1_000_000;
+
+const ALGORITHMS: [&str; 5] =
+    ["TOKENBUCKET", "LEAKYBUCKET", "FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG"];
+
+/// A server with the module and one without, the script loaded there.
+struct Modes {
+    module: Server,
+    script: Server,
+    sha: String,
+}
+
+fn modes() -> Modes {
+    let module = Server::start(&[]);
+    let script = start_without_module(&[]);
+    let sha = load_script(&mut script.connect());
+    Modes { module, script, sha }
+}
+
+fn load_script(con: &mut redis::Connection) -> String {
+    redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query(con).expect("SCRIPT LOAD")
+}
+
+/// The module call `call` as script mode calls it: EVALSHA, the keys, then
+/// the command's name and its arguments without the keys.
+fn as_script(sha: &str, call: &[String]) -> Vec<String> {
+    let name = call[0].to_uppercase();
+    let (keys, rest): (Vec<String>, Vec<String>) = if name == "RL.MULTI" {
+        let count: usize = call[1].parse().unwrap_or(0).min(call.len() - 2);
+        (call[2..2 + count].to_vec(), call[2 + count..].to_vec())
+    } else {
+        (call[1..2].to_vec(), call[2..].to_vec())
+    };
+    let mut out = vec!["EVALSHA".to_string(), sha.to_string(), keys.len().to_string()];
+    out.extend(keys);
+    out.push(call[0].clone());
+    out.extend(rest);
+    out
+}
+
+/// A reply as text: integers, nested arrays, and errors as Redis sent them.
+fn show(value: &Value) -> String {
+    match value {
+        Value::Int(i) => i.to_string(),
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(", "))
+        }
+        Value::ServerError(e) => format!("{} {}", e.code(), e.details().unwrap_or("")),
+        Value::Nil => "nil".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn client_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("a clock after 1970").as_micros() as u64
+}
+
+// --- Calls ---------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    Take,
+    Peek,
+    Refund,
+    Multi,
+}
+
+/// A call, with what the expiry check needs: its keys and each key's `n`.
+#[derive(Clone, Debug)]
+struct Call {
+    op: Op,
+    args: Vec<String>,
+    keys: Vec<String>,
+    counts: Vec<String>,
+}
+
+#[derive(Clone)]
+struct Limit {
+    algorithm: &'static str,
+    a: String,
+    b: String,
+}
+
+fn is_bucket(algorithm: &str) -> bool {
+    algorithm.ends_with("BUCKET")
+}
+
+/// Parameters, mostly valid, at both ends of their ranges and in between.
+fn random_limit(rng: &mut StdRng, algorithm: &'static str) -> Limit {
+    let size: u64 = match rng.gen_range(0..20) {
+        0..=2 => 1,
+        3..=8 => rng.gen_range(2..=20),
+        9..=12 => rng.gen_range(21..=100_000),
+        13 => rng.gen_range(100_001..=1_000_000_000),
+        14 => MAX_UNITS,
+        15 => rng.gen_range(1..=MAX_UNITS),
+        16 => 18_446_744 + rng.gen_range(0..3),
+        _ => rng.gen_range(1..=10),
+    };
+    let b = if is_bucket(algorithm) {
+        // capacity / rate at most 10^12 s: a rate of at least capacity / 10^6
+        // micro-units per second.
+        let least = size.div_ceil(1_000_000).max(1);
+        let micros: u64 = match rng.gen_range(0..12) {
+            0 => least,
+            1 => 1_000_000_000_000_000_000,
+            2 => rng.gen_range(least..=least.saturating_mul(1000)),
+            3..=6 => rng.gen_range(1..=10_000u64) * 1000,
+            7 => rng.gen_range(least.max(1)..=1_000_000_000_000_000_000),
+            _ => rng.gen_range(least..=least * 10 + 500_000),
+        };
+        decimal(micros.max(least), rng)
+    } else {
+        let micros: u64 = match rng.gen_range(0..12) {
+            0 => 1000,
+            1 => 1_000_000_000_000_000_000,
+            2..=5 => rng.gen_range(1..=60u64) * SECOND,
+            6..=8 => rng.gen_range(1000..=10 * SECOND),
+            9 => rng.gen_range(1000..=1_000_000_000_000_000_000),
+            _ => rng.gen_range(1..=1000u64) * 1000,
+        };
+        decimal(micros, rng)
+    };
+    Limit { algorithm, a: size.to_string(), b }
+}
+
+/// Microseconds as decimal seconds, in the spellings the parser takes:
+/// trailing zeros or not, a leading dot, a trailing dot, and at times a
+/// seventh decimal or more (rounded half up by both modes).
+fn decimal(us: u64, rng: &mut StdRng) -> String {
+    let (whole, fraction) = (us / SECOND, us % SECOND);
+    match rng.gen_range(0..12) {
+        0 if fraction == 0 => format!("{whole}."),
+        1 if whole == 0 => format!(".{fraction:06}"),
+        2 => {
+            // One microsecond less and a seventh decimal: rounds to `us`
+            // at 5 and above.
+            let less = us.saturating_sub(1);
+            let digit = rng.gen_range(0..10);
+            format!("{}.{:06}{digit}{}", less / SECOND, less % SECOND, rng.gen_range(0..100))
+        }
+        3 if fraction == 0 => whole.to_string(),
+        4 => format!("00{whole}.{fraction:06}"),
+        _ => {
+            let text = format!("{whole}.{fraction:06}");
+            text.trim_end_matches('0').to_string()
+        }
+    }
+}
+
+/// A bad value for argument position `what` (0: a, 1: b, 2: now, 3: n).
+fn bad_value(rng: &mut StdRng, what: usize, algorithm: &str) -> String {
+    let bad = match what {
+        0 => ["0", "9007199254740992", "-1", "1.5", "nan", "", " 1", "18446744073709551616"]
+            .choose(rng)
+            .unwrap()
+            .to_string(),
+        1 if is_bucket(algorithm) => {
+            ["0", "0.0000004", "1000000000000.000001", "-1", "1e3", "inf", "", "."]
+                .choose(rng)
+                .unwrap()
+                .to_string()
+        }
+        1 => ["0.0009", "1000000000000.000001", "0", "-1", "1e3", "nan", "1..2"]
+            .choose(rng)
+            .unwrap()
+            .to_string(),
+        2 => ["253402300800", "253402300799.9999995", "-1", "**", "1,5", "", "1e9"]
+            .choose(rng)
+            .unwrap()
+            .to_string(),
+        _ => ["9007199254740992", "-1", "1.0", "", "x", "18446744073709551616"]
+            .choose(rng)
+            .unwrap()
+            .to_string(),
+    };
+    bad
+}
+
+fn random_count(rng: &mut StdRng, size: &str) -> String {
+    let size: u64 = size.parse().unwrap_or(1);
+    match rng.gen_range(0..40) {
+        0..=3 => "0".into(),
+        4..=17 => "1".into(),
+        18..=29 => rng.gen_range(0..=size.min(1_000_000_000_000)).to_string(),
+        30..=31 => size.to_string(),
+        32..=33 => (size + 1).to_string(),
+        34 => MAX_UNITS.to_string(),
+        35 => rng.gen_range(0..=MAX_UNITS).to_string(),
+        _ => rng.gen_range(1..=size.min(5)).to_string(),
+    }
+}
+
+/// A characteristic time of a limit, in microseconds: its window, or the
+/// time to refill its whole bucket.
+fn span_us(limit: &Limit) -> u64 {
+    let micros = |text: &str| -> u128 {
+        let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+        let whole: u128 = whole.parse().unwrap_or(0);
+        let digits: String = fraction.chars().chain("000000".chars()).take(6).collect();
+        whole * 1_000_000 + digits.parse::<u128>().unwrap_or(0)
+    };
+    let b = micros(&limit.b).max(1);
+    let span = if is_bucket(limit.algorithm) {
+        u128::from(limit.a.parse::<u64>().unwrap_or(1)) * 1_000_000_000_000 / b
+    } else {
+        b
+    };
+    span.min(u128::from(MAX_TIME_US)) as u64
+}
+
+/// One key's random sequence of calls, given times only, with up to two
+/// more keys (of their own algorithms) that RL.MULTI calls combine with it.
+fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length: usize) -> Vec<Call> {
+    let mut keys = vec![(format!("{{{tag}}}:main"), random_limit(rng, algorithm))];
+    for side in 0..rng.gen_range(0..=2) {
+        let other = ALGORITHMS.choose(rng).unwrap();
+        keys.push((format!("{{{tag}}}:side{side}"), random_limit(rng, other)));
+    }
+    let mut now: u64 = match rng.gen_range(0..10) {
+        0..=3 => 1_700_000_000 * SECOND + rng.gen_range(0..1_000_000_000 * SECOND),
+        4..=5 => rng.gen_range(0..1000 * SECOND),
+        6..=7 => MAX_TIME_US - rng.gen_range(0..1000 * SECOND),
+        _ => rng.gen_range(0..=MAX_TIME_US),
+    };
+    let mut calls = Vec::with_capacity(length);
+    for _ in 0..length {
+        // Parameters change now and then (a shrunk capacity, a new window).
+        if rng.gen_range(0..20) == 0 {
+            let index = rng.gen_range(0..keys.len());
+            keys[index].1 = random_limit(rng, keys[index].1.algorithm);
+        }
+        let span = span_us(&keys[0].1).max(1000);
+        let gap: i128 = match rng.gen_range(0..20) {
+            0..=5 => 0,
+            6..=9 => rng.gen_range(0..=1000),
+            10..=13 => rng.gen_range(0..=span.min(u64::MAX / 4) / 8 + 1).into(),
+            14..=16 => rng.gen_range(0..=span.saturating_mul(2)).into(),
+            17 => rng.gen_range(0..=MAX_TIME_US / 4).into(),
+            _ => -i128::from(rng.gen_range(0..=span.min(100 * SECOND))),
+        };
+        now = (i128::from(now) + gap).clamp(0, i128::from(MAX_TIME_US)) as u64;
+        let now_text = match rng.gen_range(0..200) {
+            0 => bad_value(rng, 2, ""),
+            1 => MAX_TIME_US.to_string().split_at(12).0.to_string() + ".999999",
+            _ => decimal(now, rng),
+        };
+        calls.push(random_call(rng, &keys, now_text, true));
+    }
+    calls
+}
+
+/// A take, peek, refund or RL.MULTI on the sequence's keys at `now`; one
+/// call in fifty has a bad argument, and one in a hundred names another
+/// algorithm than the key holds.
+fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds: bool) -> Call {
+    let op = match rng.gen_range(0..20) {
+        0..=10 => Op::Take,
+        11..=12 => Op::Peek,
+        13..=15 if refunds => Op::Refund,
+        13..=15 => Op::Take,
+        _ => Op::Multi,
+    };
+    let mut chosen: Vec<&(String, Limit)> = if op == Op::Multi {
+        let mut all: Vec<_> = keys.iter().collect();
+        all.shuffle(rng);
+        all.truncate(rng.gen_range(1..=keys.len()));
+        all
+    } else {
+        vec![&keys[0]]
+    };
+    if op != Op::Multi && keys.len() > 1 && rng.gen_range(0..4) == 0 {
+        chosen = vec![keys.choose(rng).unwrap()];
+    }
+    let mut specs: Vec<(String, Limit, String)> = chosen
+        .iter()
+        .map(|(key, limit)| {
+            let mut limit = limit.clone();
+            if rng.gen_range(0..100) == 0 {
+                limit.algorithm = ALGORITHMS.choose(rng).unwrap();
+            }
+            let n = random_count(rng, &limit.a);
+            (key.clone(), limit, n)
+        })
+        .collect();
+    let mut now = now;
+    if rng.gen_range(0..50) == 0 {
+        let what = rng.gen_range(0..4);
+        let spec = &mut specs[0];
+        match what {
+            0 => spec.1.a = bad_value(rng, 0, spec.1.algorithm),
+            1 => spec.1.b = bad_value(rng, 1, spec.1.algorithm),
+            2 => now = bad_value(rng, 2, ""),
+            _ => spec.2 = bad_value(rng, 3, ""),
+        }
+    }
+    let keys: Vec<String> = specs.iter().map(|s| s.0.clone()).collect();
+    let counts: Vec<String> = specs.iter().map(|s| s.2.clone()).collect();
+    let (key, limit, n) = &specs[0];
+    let args: Vec<String> = match op {
+        Op::Take => {
+            let mut args =
+                vec![format!("RL.{}", limit.algorithm), key.clone(), limit.a.clone(), limit.b.clone(), now];
+            // n left out means 1.
+            if !(n == "1" && rng.gen_range(0..3) == 0) {
+                args.push(n.clone());
+            }
+            args
+        }
+        Op::Peek => {
+            let mut args = vec![
+                "RL.PEEK".into(),
+                key.clone(),
+                limit.algorithm.to_lowercase(),
+                limit.a.clone(),
+                limit.b.clone(),
+                now,
+            ];
+            if !(n == "1" && rng.gen_range(0..3) == 0) {
+                args.push(n.clone());
+            }
+            args
+        }
+        Op::Refund => vec![
+            "RL.REFUND".into(),
+            key.clone(),
+            limit.algorithm.into(),
+            limit.a.clone(),
+            limit.b.clone(),
+            now,
+            n.clone(),
+        ],
+        Op::Multi => {
+            let mut args = vec!["RL.MULTI".into(), specs.len().to_string()];
+            args.extend(keys.iter().cloned());
+            args.push(now);
+            for (_, limit, n) in &specs {
+                args.extend([limit.algorithm.to_string(), limit.a.clone(), limit.b.clone(), n.clone()]);
+            }
+            args
+        }
+    };
+    let counts = if op == Op::Take && args.len() == 5 { vec!["1".into()] } else { counts };
+    let counts = if op == Op::Peek { vec!["0".into()] } else { counts };
+    Call { op, args, keys, counts }
+}
+
+// --- Running and comparing ------------------------------------------------
+
+/// What one server answered to one call: the reply and each key's
+/// PEXPIRETIME after it.
+struct Answer {
+    reply: Value,
+    expiry: Vec<i64>,
+}
+
+/// Runs `calls` on `con` (as script calls when `sha` is given), each
+/// followed by PEXPIRETIME of its keys; in one MULTI/EXEC when `atomic`.
+/// Returns the answers and the client's clock before and after, in ms.
+fn run(
+    con: &mut redis::Connection,
+    sha: Option<&str>,
+    calls: &[Call],
+    atomic: bool,
+) -> (Vec<Answer>, (i64, i64)) {
+    let mut pipe = redis::pipe();
+    if atomic {
+        pipe.atomic();
+    }
+    pipe.ignore_errors();
+    for call in calls {
+        let args = match sha {
+            Some(sha) => as_script(sha, &call.args),
+            None => call.args.clone(),
+        };
+        pipe.cmd(&args[0]).arg(&args[1..]);
+        for key in &call.keys {
+            pipe.cmd("PEXPIRETIME").arg(key);
+        }
+    }
+    let before = client_us() / 1000;
+    let replies: Vec<Value> = pipe.query(con).expect("the pipeline");
+    let after = client_us().div_ceil(1000);
+    let mut replies = replies.into_iter();
+    let answers = calls
+        .iter()
+        .map(|call| {
+            let reply = replies.next().expect("a reply");
+            let expiry = call
+                .keys
+                .iter()
+                .map(|_| match replies.next() {
+                    Some(Value::Int(at)) => at,
+                    other => panic!("PEXPIRETIME: {other:?}"),
+                })
+                .collect();
+            Answer { reply, expiry }
+        })
+        .collect();
+    (answers, (before as i64, after as i64))
+}
+
+fn int(value: &Value) -> i64 {
+    match value {
+        Value::Int(i) => *i,
+        other => panic!("{other:?} is not an integer"),
+    }
+}
+
+fn array(value: &Value) -> &[Value] {
+    match value {
+        Value::Array(items) => items,
+        other => panic!("{other:?} is not an array"),
+    }
+}
+
+/// For each key of the call, the `reset_after_ms` it was written with, or
+/// `None` when the contract says the call leaves it alone.
+fn writes(call: &Call, reply: &Value, existed: &[bool]) -> Vec<Option<i64>> {
+    let none = vec![None; call.keys.len()];
+    if matches!(reply, Value::ServerError(_)) {
+        return none;
+    }
+    let counted = |i: usize| call.counts[i] != "0";
+    match call.op {
+        Op::Peek => none,
+        Op::Take => {
+            let fields = array(reply);
+            vec![(int(&fields[0]) == 1 && counted(0)).then(|| int(&fields[4]))]
+        }
+        Op::Refund => {
+            let fields = array(reply);
+            vec![(existed[0] && counted(0)).then(|| int(&fields[4]))]
+        }
+        Op::Multi => {
+            let reply = array(reply);
+            let allowed = int(&reply[0]) == 1;
+            (0..call.keys.len())
+                .map(|i| (allowed && counted(i)).then(|| int(&array(&reply[2 + i])[4])))
+                .collect()
+        }
+    }
+}
+
+/// Checks every call's effect on the keys' expiry on one server: a write
+/// expires `reset_after_ms` after the server's clock at the call, which
+/// lies within `clock` (ms), or deletes the key when that is 0; anything
+/// else leaves the expiry as it was. `expiry` holds each key's PEXPIRETIME
+/// so far (-2: missing) and is brought up to date.
+fn check_expiry(
+    mode: &str,
+    calls: &[Call],
+    answers: &[Answer],
+    clock: (i64, i64),
+    expiry: &mut std::collections::HashMap<String, i64>,
+) {
+    for (call, answer) in calls.iter().zip(answers) {
+        let existed: Vec<bool> =
+            call.keys.iter().map(|k| *expiry.get(k).unwrap_or(&-2) != -2).collect();
+        let written = writes(call, &answer.reply, &existed);
+        for ((key, at), reset) in call.keys.iter().zip(&answer.expiry).zip(written) {
+            let previous = *expiry.get(key).unwrap_or(&-2);
+            match reset {
+                Some(0) => assert_eq!(*at, -2, "{mode}: {call:?} left its key"),
+                Some(reset) => assert!(
+                    (clock.0..=clock.1).contains(&(at - reset)),
+                    "{mode}: {call:?} -> {}: expires at {at}, not {reset} ms after a time in {clock:?}",
+                    show(&answer.reply)
+                ),
+                None => {
+                    assert_eq!(*at, previous, "{mode}: {call:?} -> {} changed the expiry", show(&answer.reply))
+                }
+            }
+            expiry.insert(key.clone(), *at);
+        }
+    }
+}
+
+/// Script mode's refusal of a reply Lua cannot return exactly.
+const REPLY_RANGE: &str = "ERR rate is too slow for the queue this key holds: a reply would pass 9007199254740991 ms, beyond what script mode returns exactly (the module returns it); nothing was changed";
+
+/// Whether a reply holds an integer that Lua cannot return exactly.
+fn past_2_53(value: &Value) -> bool {
+    match value {
+        Value::Int(i) => i.unsigned_abs() > MAX_UNITS,
+        Value::Array(items) => items.iter().any(past_2_53),
+        _ => false,
+    }
+}
+
+/// Runs the calls on both servers in one transaction each and compares
+/// every reply exactly; checks both servers' expiries. Where the module
+/// replies with an integer past 2^53 (a leaky bucket's long queue under a
+/// shrunk capacity at a slow rate) script mode must refuse with
+/// REPLY_RANGE; a refund there changes the module's key but not the
+/// script's, so the sequence is compared up to that call. Returns the
+/// number of calls compared.
+fn compare_exactly(
+    module: &mut redis::Connection,
+    script: &mut redis::Connection,
+    sha: &str,
+    calls: &[Call],
+) -> usize {
+    let (ours, module_clock) = run(module, None, calls, true);
+    let (theirs, script_clock) = run(script, Some(sha), calls, true);
+    let mut compared = calls.len();
+    // A key that may have expired before a call, on either server, ends
+    // the comparison there: its expiry is on the server's clock, which
+    // runs on while the calls run (each script call in a transaction
+    // reads the clock anew), so one server may see the key and the other
+    // not. Keys whose reset is a few milliseconds (windows of 0.001 s)
+    // end their sequences early.
+    let deadline = module_clock.1.max(script_clock.1) + 1;
+    let mut expiry = std::collections::HashMap::<&str, i64>::new();
+    for (i, ((call, m), s)) in calls.iter().zip(&ours).zip(&theirs).enumerate() {
+        let at_risk = call
+            .keys
+            .iter()
+            .any(|key| expiry.get(key.as_str()).is_some_and(|&at| at != -2 && at <= deadline));
+        if at_risk {
+            compared = i;
+            break;
+        }
+        for (key, (&a, &b)) in call.keys.iter().zip(m.expiry.iter().zip(&s.expiry)) {
+            let earliest = if a == -2 { b } else if b == -2 { a } else { a.min(b) };
+            expiry.insert(key, earliest);
+        }
+        let wide = past_2_53(&m.reply);
+        let expected = if wide { REPLY_RANGE.to_string() } else { show(&m.reply) };
+        assert_eq!(
+            show(&s.reply),
+            expected,
+            "call {i} of the sequence {:#?}\nscript mode differs from the module on {:?}",
+            &calls[..=i].iter().map(|c| c.args.join(" ")).collect::<Vec<_>>(),
+            call.args
+        );
+        if wide {
+            compared = i;
+            break;
+        }
+    }
+    let calls = &calls[..compared];
+    check_expiry("module", calls, &ours[..compared], module_clock, &mut Default::default());
+    check_expiry("script", calls, &theirs[..compared], script_clock, &mut Default::default());
+    compared
+}
+
+fn algorithm_of(call: &Call) -> Vec<&str> {
+    match call.op {
+        Op::Take => vec![&call.args[0][3..]],
+        Op::Peek | Op::Refund => vec![&call.args[2]],
+        Op::Multi => {
+            let count = call.keys.len();
+            (0..count).map(|i| call.args[3 + count + 4 * i].as_str()).collect()
+        }
+    }
+}
+
+#[test]
+fn random_sequences_on_given_times_agree_exactly() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x5c41f7);
+    let mut per_algorithm = std::collections::HashMap::<String, usize>::new();
+    let mut total = 0;
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 600).enumerate() {
+        let calls = random_sequence(&mut rng, &format!("s{index}"), algorithm, 25);
+        let compared = compare_exactly(module, script, &modes.sha, &calls);
+        for call in &calls[..compared] {
+            for name in algorithm_of(call) {
+                *per_algorithm.entry(name.to_uppercase()).or_default() += 1;
+            }
+        }
+        total += compared;
+    }
+    eprintln!("calls compared per algorithm: {per_algorithm:?} ({total} calls in all)");
+    for algorithm in ALGORITHMS {
+        assert!(per_algorithm[algorithm] >= 10_000, "{algorithm}: {per_algorithm:?}");
+    }
+}
+
+/// Far in the future, where the server's clock (`*`) is behind every key's
+/// last update and so counts as no time passed: `*` gets one exact answer.
+/// Every key is created first by a take at a given time; no refund (one
+/// could delete a key, and a missing key would take the real clock).
+fn random_star_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length: usize) -> Vec<Call> {
+    let mut keys = vec![(format!("{{{tag}}}:main"), random_limit(rng, algorithm))];
+    for side in 0..rng.gen_range(0..=2) {
+        let other = ALGORITHMS.choose(rng).unwrap();
+        keys.push((format!("{{{tag}}}:side{side}"), random_limit(rng, other)));
+    }
+    // After 2100, before the end of 9999 by a margin for the gaps below.
+    let mut now = rng.gen_range(4_102_444_800 * SECOND..MAX_TIME_US - 10_000_000 * SECOND);
+    let mut calls: Vec<Call> = keys
+        .iter()
+        .map(|(key, limit)| Call {
+            op: Op::Take,
+            args: vec![
+                format!("RL.{}", limit.algorithm),
+                key.clone(),
+                limit.a.clone(),
+                limit.b.clone(),
+                decimal(now, rng),
+                "1".into(),
+            ],
+            keys: vec![key.clone()],
+            counts: vec!["1".into()],
+        })
+        .collect();
+    while calls.len() < length {
+        let now_text = if rng.gen_range(0..2) == 0 {
+            "*".to_string()
+        } else {
+            now += rng.gen_range(0..=span_us(&keys[0].1).min(1000 * SECOND) / 4);
+            decimal(now, rng)
+        };
+        calls.push(random_call(rng, &keys, now_text, false));
+    }
+    calls
+}
+
+#[test]
+fn the_server_clock_behind_the_keys_agrees_exactly() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x57a2);
+    let (mut compared, mut stars) = (0, 0);
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 60).enumerate() {
+        let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
+        let done = compare_exactly(module, script, &modes.sha, &calls);
+        compared += done;
+        stars += calls[..done].iter().filter(|c| c.args.iter().any(|a| a == "*")).count();
+    }
+    eprintln!("{compared} calls compared, {stars} of them on the server's clock");
+    assert!(stars >= 2000, "{stars} calls on the server's clock");
+}
+
+/// One call on one server, not in a transaction: its reply, its keys'
+/// PEXPIRETIME after it, and the server's clock (TIME, in ms) just before
+/// and just after it.
+fn run_timed(con: &mut redis::Connection, sha: Option<&str>, call: &Call) -> (Answer, (i64, i64)) {
+    let args = match sha {
+        Some(sha) => as_script(sha, &call.args),
+        None => call.args.clone(),
+    };
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe.cmd("TIME").cmd(&args[0]).arg(&args[1..]).cmd("TIME");
+    for key in &call.keys {
+        pipe.cmd("PEXPIRETIME").arg(key);
+    }
+    let replies: Vec<Value> = pipe.query(con).expect("the pipeline");
+    let ms = |time: &Value| {
+        let parts: Vec<i64> = redis::from_redis_value(time.clone()).expect("TIME");
+        parts[0] * 1000 + parts[1] / 1000
+    };
+    let expiry = replies[3..].iter().map(int).collect();
+    (Answer { reply: replies[1].clone(), expiry }, (ms(&replies[0]), ms(&replies[2]) + 1))
+}
+
+/// Compares two replies of calls made at instants up to `tolerance` ms
+/// apart: every field exactly but the waits (retry_after_ms,
+/// reset_after_ms, delay_ms, RL.MULTI's retry_after_ms), which may differ
+/// by the tolerance when positive.
+fn agree_within(module: &Value, script: &Value, tolerance: i64) -> bool {
+    fn fields(module: &[Value], script: &[Value], tolerance: i64, waits: &[usize]) -> bool {
+        module.len() == script.len()
+            && module.iter().zip(script).enumerate().all(|(i, (m, s))| match (m, s) {
+                (Value::Int(m), Value::Int(s)) if waits.contains(&i) && *m > 0 && *s > 0 => {
+                    (m - s).abs() <= tolerance
+                }
+                (Value::Array(m), Value::Array(s)) => fields(m, s, tolerance, &[3, 4, 5]),
+                (m, s) => show(m) == show(s),
+            })
+    }
+    match (module, script) {
+        (Value::Array(m), Value::Array(s)) if matches!(m.first(), Some(Value::Int(_))) => {
+            let multi = matches!(m.get(2), Some(Value::Array(_)));
+            fields(m, s, tolerance, if multi { &[1] } else { &[3, 4, 5] })
+        }
+        _ => show(module) == show(script),
+    }
+}
+
+/// `*` on live keys, at rates so slow (a unit per 11.6 days) and windows so
+/// long (10^9 s, the current one ending in 2033) that between the two
+/// servers' calls, some hundred microseconds apart, nothing refills or
+/// slides: `allowed`, `remaining` and `limit` agree exactly, and the waits
+/// count down the same milliseconds, so they agree within the time between
+/// the two calls, plus, for a sliding log, whose waits run from when its
+/// units were logged, the widest such time of the sequence so far (the
+/// servers' clocks, both the host's CLOCK_REALTIME, bracket each call). The expiry of every write is checked on each server
+/// against its clock just before and after the call: PTTL =
+/// reset_after_ms to the millisecond.
+#[test]
+fn the_server_clock_agrees_within_the_time_between_the_calls() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x7135);
+    let slow = |rng: &mut StdRng, algorithm: &'static str| {
+        let a = rng.gen_range(1..=if is_bucket(algorithm) { 1_000_000 } else { 20 }).to_string();
+        let b = if is_bucket(algorithm) { "0.000001" } else { "1000000000" }.to_string();
+        Limit { algorithm, a, b }
+    };
+    let (mut module_expiry, mut script_expiry) = Default::default();
+    let mut checked = 0;
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 8).enumerate() {
+        let mut keys = vec![(format!("{{c{index}}}:main"), slow(&mut rng, algorithm))];
+        for side in 0..2 {
+            let other = ALGORITHMS.choose(&mut rng).unwrap();
+            keys.push((format!("{{c{index}}}:side{side}"), slow(&mut rng, other)));
+        }
+        let mut widest_gap = 0;
+        for _ in 0..40 {
+            let mut call = random_call(&mut rng, &keys, "*".into(), true);
+            // Small counts, so that keys fill and empty within the sequence.
+            for (i, count) in call.counts.clone().iter().enumerate() {
+                let small = (count.parse::<u64>().unwrap_or(0) % 4).to_string();
+                if let Some(arg) = call.args.iter_mut().rev().find(|a| *a == count) {
+                    *arg = small.clone();
+                }
+                call.counts[i] = small;
+            }
+            let (m, module_clock) = run_timed(module, None, &call);
+            let (s, script_clock) = run_timed(script, Some(&modes.sha), &call);
+            let gap = (script_clock.1 - module_clock.0).max(module_clock.1 - script_clock.0);
+            widest_gap = widest_gap.max(gap);
+            // A sliding log's waits run from when its units were logged,
+            // by an earlier call of the sequence: that call's gap too.
+            let tolerance = gap + widest_gap + 1;
+            assert!(
+                agree_within(&m.reply, &s.reply, tolerance),
+                "{:?}: module {} script {} (tolerance {tolerance} ms)",
+                call.args,
+                show(&m.reply),
+                show(&s.reply)
+            );
+            for (mode, answer, clock, seen) in [
+                ("module", &m, module_clock, &mut module_expiry),
+                ("script", &s, script_clock, &mut script_expiry),
+            ] {
+                check_expiry(mode, std::slice::from_ref(&call), std::slice::from_ref(answer), clock, seen);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 1600);
+}
+
+/// A call in raw bytes (arguments that are not UTF-8 included), on the
+/// module, or as a script call when `sha` is given.
+fn raw_call(con: &mut redis::Connection, sha: Option<&str>, call: &[&[u8]]) -> Value {
+    let mut cmd;
+    match sha {
+        None => {
+            cmd = redis::cmd(std::str::from_utf8(call[0]).unwrap());
+            cmd.arg(&call[1..]);
+        }
+        Some(sha) => {
+            let multi = call[0].eq_ignore_ascii_case(b"RL.MULTI");
+            let count = if multi {
+                std::str::from_utf8(call.get(1).copied().unwrap_or(b"0")).unwrap().parse().unwrap()
+            } else {
+                usize::from(call.len() > 1)
+            };
+            let (keys, rest) = if multi {
+                call[2..].split_at(count.min(call.len() - 2))
+            } else {
+                call[1..].split_at(count)
+            };
+            cmd = redis::cmd("EVALSHA");
+            cmd.arg(sha).arg(keys.len()).arg(keys).arg(call[0]).arg(rest);
+        }
+    }
+    cmd.query::<Value>(con).unwrap_or_else(|e| {
+        Value::ServerError(
+            redis::ServerError::try_from(e).unwrap_or_else(|e| panic!("not a server error: {e}")),
+        )
+    })
+}
+
+/// Each key's DUMP and PEXPIRETIME.
+fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>, i64)> {
+    common::snapshot(con, keys)
+}
+
+/// Every error case of tests/bad_input.rs and of the composite commands,
+/// on keys that hold state (slow limits, so nothing expires during the
+/// test) and keys of other Redis types: script mode answers the module's
+/// error, and no key changes on either server.
+#[test]
+fn bad_input_gets_the_module_errors_and_changes_nothing() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let setup: [&[&str]; 9] = [
+        &["RL.TOKENBUCKET", "tb", "10", "0.001", "1700000000", "3"],
+        &["RL.LEAKYBUCKET", "lb", "10", "0.001", "1700000000", "3"],
+        &["RL.FIXEDWINDOW", "fw", "10", "100000", "1700000000", "3"],
+        &["RL.SLIDINGWINDOW", "sw", "10", "100000", "1700000000", "3"],
+        &["RL.SLIDINGLOG", "sl", "10", "100000", "1700000000", "3"],
+        &["SET", "string", "v"],
+        &["RPUSH", "list", "v"],
+        &["HSET", "hash", "f", "v"],
+        &["SADD", "set", "v"],
+    ];
+    for call in setup {
+        let bytes: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        let sha = call[0].starts_with("RL.").then_some(modes.sha.as_str());
+        assert!(!matches!(raw_call(module, None, &bytes), Value::ServerError(_)));
+        assert!(!matches!(raw_call(script, sha, &bytes), Value::ServerError(_)));
+    }
+    let keys = ["tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
+    let before = (snapshot(module, &keys), snapshot(script, &keys));
+
+    let mut cases: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut add = |parts: &[&[u8]]| cases.push(parts.iter().map(|p| p.to_vec()).collect());
+    let firsts: [&[u8]; 13] = [
+        b"nan", b"inf", b"1e400", b"-1", b"0", b"", b"1.5", b"\xff", b"9007199254740992",
+        b"18446744073709551616", b"99999999999999999999999", b" 10", b"+1",
+    ];
+    let seconds: [&[u8]; 16] = [
+        b"nan", b"inf", b"-inf", b"1e400", b"-1", b"0", b"", b"\xc3\x28", b"0.0000004",
+        b"99999999999999999999", b"1000000000000.000001", b"0.0009", b"1e3", b".", b"1..2",
+        b"1,5",
+    ];
+    let nows: [&[u8]; 11] = [
+        b"nan", b"inf", b"-1", b"1e400", b"", b"**", b"\xff\xfe", b"1700000000,5",
+        b"253402300800", b"253402300799.9999995", b"000000000000000000001",
+    ];
+    let counts: [&[u8]; 8] =
+        [b"1.5", b"-1", b"nan", b"", b"18446744073709551616", b"9007199254740992", b"\x80", b"1e3"];
+    for (command, key, second) in [
+        (&b"RL.TOKENBUCKET"[..], &b"tb"[..], &b"1"[..]),
+        (b"RL.LEAKYBUCKET", b"lb", b"1"),
+        (b"RL.FIXEDWINDOW", b"fw", b"10"),
+        (b"RL.SLIDINGWINDOW", b"sw", b"10"),
+        (b"RL.SLIDINGLOG", b"sl", b"10"),
+    ] {
+        for first in firsts {
+            add(&[command, key, first, second, b"*"]);
+        }
+        for b in seconds {
+            // 0.0009 is a window too short, and a rate like any other.
+            if !(b == b"0.0009" && second == b"1") {
+                add(&[command, key, b"10", b, b"*"]);
+            }
+        }
+        if second == b"1" {
+            add(&[command, key, b"1000001", b"0.000001", b"*"]);
+            add(&[command, key, b"9007199254740991", b"9007.199254", b"*"]);
+        }
+        for now in nows {
+            add(&[command, key, b"10", second, now]);
+        }
+        for n in counts {
+            add(&[command, key, b"10", second, b"*", n]);
+        }
+        add(&[command, key, b"10", second]);
+        add(&[command, key]);
+        add(&[command]);
+        add(&[command, key, b"10", second, b"*", b"1", b"x"]);
+        // Several errors at once: the module's order decides which one.
+        add(&[command, key, b"0", b"0", b"x", b"x"]);
+        add(&[command, key, b"10", b"0", b"x", b"x"]);
+        add(&[command, key, b"10", second, b"x", b"1", b"x"]);
+        add(&[command, key, b"0", second, b"*", b"1", b"x"]);
+        // Keys of other Redis types and of other algorithms, looking or not.
+        for other in [&b"string"[..], b"list", b"hash", b"set", b"tb", b"sl"] {
+            if other != key {
+                add(&[command, other, b"10", second, b"*", b"1"]);
+                add(&[command, other, b"10", second, b"*", b"0"]);
+            }
+        }
+    }
+    for (algorithm, key, second) in [
+        (&b"TOKENBUCKET"[..], &b"tb"[..], &b"1"[..]),
+        (b"leakyBucket", b"lb", b"1"),
+        (b"FIXEDWINDOW", b"fw", b"10"),
+        (b"slidingwindow", b"sw", b"10"),
+        (b"SLIDINGLOG", b"sl", b"10"),
+    ] {
+        add(&[b"RL.PEEK", key, b"GCRA", b"10", second, b"*"]);
+        add(&[b"RL.PEEK", key, algorithm, b"0", second, b"*"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", b"0", b"*"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second, b"-1"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second, b"*", b"-1"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second, b"*", b"1", b"x"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second]);
+        add(&[b"RL.PEEK", b"string", algorithm, b"10", second, b"*"]);
+        add(&[b"RL.REFUND", key, b"GCRA", b"10", second, b"*", b"1"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"*"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"*", b"1", b"1"]);
+        add(&[b"RL.REFUND", key, algorithm, b"9007199254740992", second, b"*", b"1"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"*", b"x"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"nan", b"1"]);
+        add(&[b"RL.REFUND", b"list", algorithm, b"10", second, b"*", b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", b"GCRA", b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second, b"1", b"extra"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second]);
+        add(&[b"RL.MULTI", b"2", key, b"fresh", b"*", algorithm, b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"0", key, b"*", algorithm, b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"x", algorithm, b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"0", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second, b"-1"]);
+        add(&[
+            b"RL.MULTI", b"2", key, key, b"*", algorithm, b"10", second, b"1", algorithm, b"10",
+            second, b"1",
+        ]);
+        // The limits' arguments before `now`, before repeated keys.
+        add(&[
+            b"RL.MULTI", b"2", key, key, b"x", algorithm, b"10", second, b"1", algorithm, b"0",
+            second, b"1",
+        ]);
+        add(&[b"RL.MULTI", b"2", key, key, b"x", algorithm, b"10", second, b"1", algorithm, b"10", second, b"1"]);
+        // Every key's type before anything changes: the fresh key first.
+        add(&[
+            b"RL.MULTI", b"2", b"fresh", b"string", b"*", algorithm, b"10", second, b"1",
+            algorithm, b"10", second, b"1",
+        ]);
+        add(&[
+            b"RL.MULTI", b"2", b"fresh", b"tb", b"*", algorithm, b"10", second, b"1", b"SLIDINGLOG",
+            b"10", b"10", b"1",
+        ]);
+    }
+    assert!(cases.len() >= 400, "{} cases", cases.len());
+    for case in &cases {
+        let parts: Vec<&[u8]> = case.iter().map(|p| p.as_slice()).collect();
+        let ours = raw_call(module, None, &parts);
+        let theirs = raw_call(script, Some(&modes.sha), &parts);
+        let printable: Vec<String> = parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
+        assert!(matches!(ours, Value::ServerError(_)), "{printable:?}: the module answered {}", show(&ours));
+        assert_eq!(show(&theirs), show(&ours), "{printable:?}");
+    }
+    assert_eq!((snapshot(module, &keys), snapshot(script, &keys)), before, "a bad call changed a key");
+}
+
+/// What only script mode can meet: a string that holds script state of
+/// another version, or a damaged one, and a key of the module's own type
+/// (a server with the module, the script called there too). Each is
+/// refused with its error, and the key is left as it was.
+#[test]
+fn stored_values_that_script_mode_did_not_write_are_refused() {
+    let modes = modes();
+    let script = &mut modes.script.connect();
+    const CORRUPT: &str = "ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; it is left unchanged";
+    const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    let cases: [(&str, &str, &str); 24] = [
+        ("TOKENBUCKET", "rl1:tb:abc:1", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:01:5", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1:05", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:9007199254740991000000000001:1", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1:253402300800000000", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1:2:3", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1 :2", CORRUPT),
+        ("LEAKYBUCKET", "rl1:lb:0:1", CORRUPT),
+        ("LEAKYBUCKET", "rl1:lb:-1:1", CORRUPT),
+        ("FIXEDWINDOW", "rl1:fw:1:0", CORRUPT),
+        ("FIXEDWINDOW", "rl1:fw:1:9007199254740992", CORRUPT),
+        ("SLIDINGWINDOW", "rl1:sw:1:0:0", CORRUPT),
+        ("SLIDINGWINDOW", "rl1:sw:1:2", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:0", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,x", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:9007199254740991,1:1", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:253402300799999999:1,1:1", CORRUPT),
+        ("TOKENBUCKET", "rl2:tb:1:1", WRONGTYPE),
+        ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
+        ("SLIDINGLOG", "rl1:fw:1:1", WRONGTYPE),
+        ("FIXEDWINDOW", "tokens=5", WRONGTYPE),
+    ];
+    for (algorithm, value, expected) in cases {
+        let _: () = redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
+        let before = snapshot(script, &["k"]);
+        let second = if is_bucket(algorithm) { "1" } else { "10" };
+        for call in [
+            vec![format!("RL.{algorithm}"), "k".into(), "10".into(), second.into(), "*".into()],
+            vec!["RL.PEEK".into(), "k".into(), algorithm.into(), "10".into(), second.into(), "*".into()],
+            vec![
+                "RL.REFUND".into(),
+                "k".into(),
+                algorithm.into(),
+                "10".into(),
+                second.into(),
+                "*".into(),
+                "1".into(),
+            ],
+            vec![
+                "RL.MULTI".into(),
+                "1".into(),
+                "k".into(),
+                "*".into(),
+                algorithm.into(),
+                "10".into(),
+                second.into(),
+                "1".into(),
+            ],
+        ] {
+            let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
+            let reply = raw_call(script, Some(&modes.sha), &parts);
+            assert_eq!(show(&reply), expected, "{value}: {call:?}");
+            assert_eq!(snapshot(script, &["k"]), before, "{value}: {call:?} changed the key");
+        }
+    }
+
+    // A key of the module's type, on a server with the module.
+    let module = &mut modes.module.connect();
+    let sha = load_script(module);
+    assert_eq!(common::ints(module, &["RL.TOKENBUCKET", "m", "10", "0.001", "*", "3"])[0], 1);
+    let before = snapshot(module, &["m"]);
+    let both_modes = "WRONGTYPE the key holds module-mode state (the redis-ratelimit module's type); script mode cannot use it: give each mode its own key prefix";
+    for call in [
+        &["RL.TOKENBUCKET", "m", "10", "0.001", "*"][..],
+        &["RL.SLIDINGLOG", "m", "10", "10", "*", "0"],
+        &["RL.PEEK", "m", "TOKENBUCKET", "10", "0.001", "*"],
+        &["RL.REFUND", "m", "TOKENBUCKET", "10", "0.001", "*", "1"],
+        &["RL.MULTI", "1", "m", "*", "TOKENBUCKET", "10", "0.001", "1"],
+    ] {
+        let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
+        assert_eq!(show(&raw_call(module, Some(&sha), &parts)), both_modes, "{call:?}");
+        assert_eq!(snapshot(module, &["m"]), before, "{call:?} changed the key");
+    }
+}
+
+/// A cluster of three primaries without the module: the script, loaded on
+/// every node, called on the node that serves the keys' slot, answers as
+/// the module does on a server of its own; keys of two slots get Redis's
+/// CROSSSLOT.
+#[test]
+fn a_cluster_without_the_module_agrees_with_the_module() {
+    let nodes = start_cluster_without_module(3);
+    let mut sha = String::new();
+    for node in &nodes {
+        sha = load_script(&mut node.connect());
+    }
+    let module_server = Server::start(&[]);
+    let module = &mut module_server.connect();
+    let mut rng = StdRng::seed_from_u64(0xc105);
+    let mut compared = 0;
+    let mut served = std::collections::HashSet::new();
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 30).enumerate() {
+        let tag = format!("k{index}");
+        let calls = random_sequence(&mut rng, &tag, algorithm, 25);
+        let node = node_serving(&nodes, &format!("{{{tag}}}"));
+        served.insert(node.port);
+        compared += compare_exactly(module, &mut node.connect(), &sha, &calls);
+    }
+    assert_eq!(served.len(), 3, "the sequences' keys spread over every node");
+    assert!(compared >= 2500, "{compared} calls compared");
+    let con = &mut nodes[0].connect();
+    let cross: Vec<&[u8]> = vec![
+        b"RL.MULTI", b"2", b"{a}:x", b"{b}:x", b"*", b"TOKENBUCKET", b"1", b"1", b"1", b"FIXEDWINDOW",
+        b"1", b"1", b"1",
+    ];
+    let reply = show(&raw_call(con, Some(&sha), &cross));
+    assert!(reply.starts_with("CROSSSLOT"), "{reply}");
+    let _ = dump;
+}
