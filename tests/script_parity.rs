@@ -279,7 +279,7 @@ fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length:
             1 => MAX_TIME_US.to_string().split_at(12).0.to_string() + ".999999",
             _ => decimal(now, rng),
         };
-        calls.push(random_call(rng, &keys, now_text));
+        calls.push(random_call(rng, &keys, now_text, true));
     }
     calls
 }
@@ -287,11 +287,12 @@ fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length:
 /// A take, peek, refund or RL.MULTI on the sequence's keys at `now`; one
 /// call in fifty has a bad argument, and one in a hundred names another
 /// algorithm than the key holds.
-fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String) -> Call {
+fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds: bool) -> Call {
     let op = match rng.gen_range(0..20) {
         0..=10 => Op::Take,
         11..=12 => Op::Peek,
-        13..=15 => Op::Refund,
+        13..=15 if refunds => Op::Refund,
+        13..=15 => Op::Take,
         _ => Op::Multi,
     };
     let mut chosen: Vec<&(String, Limit)> = if op == Op::Multi {
@@ -610,4 +611,483 @@ fn random_sequences_on_given_times_agree_exactly() {
     for algorithm in ALGORITHMS {
         assert!(per_algorithm[algorithm] >= 10_000, "{algorithm}: {per_algorithm:?}");
     }
+}
+
+/// Far in the future, where the server's clock (`*`) is behind every key's
+/// last update and so counts as no time passed: `*` gets one exact answer.
+/// Every key is created first by a take at a given time; no refund (one
+/// could delete a key, and a missing key would take the real clock).
+fn random_star_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length: usize) -> Vec<Call> {
+    let mut keys = vec![(format!("{{{tag}}}:main"), random_limit(rng, algorithm))];
+    for side in 0..rng.gen_range(0..=2) {
+        let other = ALGORITHMS.choose(rng).unwrap();
+        keys.push((format!("{{{tag}}}:side{side}"), random_limit(rng, other)));
+    }
+    // After 2100, before the end of 9999 by a margin for the gaps below.
+    let mut now = rng.gen_range(4_102_444_800 * SECOND..MAX_TIME_US - 10_000_000 * SECOND);
+    let mut calls: Vec<Call> = keys
+        .iter()
+        .map(|(key, limit)| Call {
+            op: Op::Take,
+            args: vec![
+                format!("RL.{}", limit.algorithm),
+                key.clone(),
+                limit.a.clone(),
+                limit.b.clone(),
+                decimal(now, rng),
+                "1".into(),
+            ],
+            keys: vec![key.clone()],
+            counts: vec!["1".into()],
+        })
+        .collect();
+    while calls.len() < length {
+        let now_text = if rng.gen_range(0..2) == 0 {
+            "*".to_string()
+        } else {
+            now += rng.gen_range(0..=span_us(&keys[0].1).min(1000 * SECOND) / 4);
+            decimal(now, rng)
+        };
+        calls.push(random_call(rng, &keys, now_text, false));
+    }
+    calls
+}
+
+#[test]
+fn the_server_clock_behind_the_keys_agrees_exactly() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x57a2);
+    let (mut compared, mut stars) = (0, 0);
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 60).enumerate() {
+        let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
+        let done = compare_exactly(module, script, &modes.sha, &calls);
+        compared += done;
+        stars += calls[..done].iter().filter(|c| c.args.iter().any(|a| a == "*")).count();
+    }
+    eprintln!("{compared} calls compared, {stars} of them on the server's clock");
+    assert!(stars >= 2000, "{stars} calls on the server's clock");
+}
+
+/// One call on one server, not in a transaction: its reply, its keys'
+/// PEXPIRETIME after it, and the server's clock (TIME, in ms) just before
+/// and just after it.
+fn run_timed(con: &mut redis::Connection, sha: Option<&str>, call: &Call) -> (Answer, (i64, i64)) {
+    let args = match sha {
+        Some(sha) => as_script(sha, &call.args),
+        None => call.args.clone(),
+    };
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe.cmd("TIME").cmd(&args[0]).arg(&args[1..]).cmd("TIME");
+    for key in &call.keys {
+        pipe.cmd("PEXPIRETIME").arg(key);
+    }
+    let replies: Vec<Value> = pipe.query(con).expect("the pipeline");
+    let ms = |time: &Value| {
+        let parts: Vec<i64> = redis::from_redis_value(time.clone()).expect("TIME");
+        parts[0] * 1000 + parts[1] / 1000
+    };
+    let expiry = replies[3..].iter().map(int).collect();
+    (Answer { reply: replies[1].clone(), expiry }, (ms(&replies[0]), ms(&replies[2]) + 1))
+}
+
+/// Compares two replies of calls made at instants up to `tolerance` ms
+/// apart: every field exactly but the waits (retry_after_ms,
+/// reset_after_ms, delay_ms, RL.MULTI's retry_after_ms), which may differ
+/// by the tolerance when positive.
+fn agree_within(module: &Value, script: &Value, tolerance: i64) -> bool {
+    fn fields(module: &[Value], script: &[Value], tolerance: i64, waits: &[usize]) -> bool {
+        module.len() == script.len()
+            && module.iter().zip(script).enumerate().all(|(i, (m, s))| match (m, s) {
+                (Value::Int(m), Value::Int(s)) if waits.contains(&i) && *m > 0 && *s > 0 => {
+                    (m - s).abs() <= tolerance
+                }
+                (Value::Array(m), Value::Array(s)) => fields(m, s, tolerance, &[3, 4, 5]),
+                (m, s) => show(m) == show(s),
+            })
+    }
+    match (module, script) {
+        (Value::Array(m), Value::Array(s)) if matches!(m.first(), Some(Value::Int(_))) => {
+            let multi = matches!(m.get(2), Some(Value::Array(_)));
+            fields(m, s, tolerance, if multi { &[1] } else { &[3, 4, 5] })
+        }
+        _ => show(module) == show(script),
+    }
+}
+
+/// `*` on live keys, at rates so slow (a unit per 11.6 days) and windows so
+/// long (10^9 s, the current one ending in 2033) that between the two
+/// servers' calls, some hundred microseconds apart, nothing refills or
+/// slides: `allowed`, `remaining` and `limit` agree exactly, and the waits
+/// count down the same milliseconds, so they agree within the time between
+/// the two calls, plus, for a sliding log, whose waits run from when its
+/// units were logged, the widest such time of the sequence so far (the
+/// servers' clocks, both the host's CLOCK_REALTIME, bracket each call). The expiry of every write is checked on each server
+/// against its clock just before and after the call: PTTL =
+/// reset_after_ms to the millisecond.
+#[test]
+fn the_server_clock_agrees_within_the_time_between_the_calls() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x7135);
+    let slow = |rng: &mut StdRng, algorithm: &'static str| {
+        let a = rng.gen_range(1..=if is_bucket(algorithm) { 1_000_000 } else { 20 }).to_string();
+        let b = if is_bucket(algorithm) { "0.000001" } else { "1000000000" }.to_string();
+        Limit { algorithm, a, b }
+    };
+    let (mut module_expiry, mut script_expiry) = Default::default();
+    let mut checked = 0;
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 8).enumerate() {
+        let mut keys = vec![(format!("{{c{index}}}:main"), slow(&mut rng, algorithm))];
+        for side in 0..2 {
+            let other = ALGORITHMS.choose(&mut rng).unwrap();
+            keys.push((format!("{{c{index}}}:side{side}"), slow(&mut rng, other)));
+        }
+        let mut widest_gap = 0;
+        for _ in 0..40 {
+            let mut call = random_call(&mut rng, &keys, "*".into(), true);
+            // Small counts, so that keys fill and empty within the sequence.
+            for (i, count) in call.counts.clone().iter().enumerate() {
+                let small = (count.parse::<u64>().unwrap_or(0) % 4).to_string();
+                if let Some(arg) = call.args.iter_mut().rev().find(|a| *a == count) {
+                    *arg = small.clone();
+                }
+                call.counts[i] = small;
+            }
+            let (m, module_clock) = run_timed(module, None, &call);
+            let (s, script_clock) = run_timed(script, Some(&modes.sha), &call);
+            let gap = (script_clock.1 - module_clock.0).max(module_clock.1 - script_clock.0);
+            widest_gap = widest_gap.max(gap);
+            // A sliding log's waits run from when its units were logged,
+            // by an earlier call of the sequence: that call's gap too.
+            let tolerance = gap + widest_gap + 1;
+            assert!(
+                agree_within(&m.reply, &s.reply, tolerance),
+                "{:?}: module {} script {} (tolerance {tolerance} ms)",
+                call.args,
+                show(&m.reply),
+                show(&s.reply)
+            );
+            for (mode, answer, clock, seen) in [
+                ("module", &m, module_clock, &mut module_expiry),
+                ("script", &s, script_clock, &mut script_expiry),
+            ] {
+                check_expiry(mode, std::slice::from_ref(&call), std::slice::from_ref(answer), clock, seen);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 1600);
+}
+
+/// A call in raw bytes (arguments that are not UTF-8 included), on the
+/// module, or as a script call when `sha` is given.
+fn raw_call(con: &mut redis::Connection, sha: Option<&str>, call: &[&[u8]]) -> Value {
+    let mut cmd;
+    match sha {
+        None => {
+            cmd = redis::cmd(std::str::from_utf8(call[0]).unwrap());
+            cmd.arg(&call[1..]);
+        }
+        Some(sha) => {
+            let multi = call[0].eq_ignore_ascii_case(b"RL.MULTI");
+            let count = if multi {
+                std::str::from_utf8(call.get(1).copied().unwrap_or(b"0")).unwrap().parse().unwrap()
+            } else {
+                usize::from(call.len() > 1)
+            };
+            let (keys, rest) = if multi {
+                call[2..].split_at(count.min(call.len() - 2))
+            } else {
+                call[1..].split_at(count)
+            };
+            cmd = redis::cmd("EVALSHA");
+            cmd.arg(sha).arg(keys.len()).arg(keys).arg(call[0]).arg(rest);
+        }
+    }
+    cmd.query::<Value>(con).unwrap_or_else(|e| {
+        Value::ServerError(
+            redis::ServerError::try_from(e).unwrap_or_else(|e| panic!("not a server error: {e}")),
+        )
+    })
+}
+
+/// Each key's DUMP and PEXPIRETIME.
+fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>, i64)> {
+    common::snapshot(con, keys)
+}
+
+/// Every error case of tests/bad_input.rs and of the composite commands,
+/// on keys that hold state (slow limits, so nothing expires during the
+/// test) and keys of other Redis types: script mode answers the module's
+/// error, and no key changes on either server.
+#[test]
+fn bad_input_gets_the_module_errors_and_changes_nothing() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let setup: [&[&str]; 9] = [
+        &["RL.TOKENBUCKET", "tb", "10", "0.001", "1700000000", "3"],
+        &["RL.LEAKYBUCKET", "lb", "10", "0.001", "1700000000", "3"],
+        &["RL.FIXEDWINDOW", "fw", "10", "100000", "1700000000", "3"],
+        &["RL.SLIDINGWINDOW", "sw", "10", "100000", "1700000000", "3"],
+        &["RL.SLIDINGLOG", "sl", "10", "100000", "1700000000", "3"],
+        &["SET", "string", "v"],
+        &["RPUSH", "list", "v"],
+        &["HSET", "hash", "f", "v"],
+        &["SADD", "set", "v"],
+    ];
+    for call in setup {
+        let bytes: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        let sha = call[0].starts_with("RL.").then_some(modes.sha.as_str());
+        assert!(!matches!(raw_call(module, None, &bytes), Value::ServerError(_)));
+        assert!(!matches!(raw_call(script, sha, &bytes), Value::ServerError(_)));
+    }
+    let keys = ["tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
+    let before = (snapshot(module, &keys), snapshot(script, &keys));
+
+    let mut cases: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut add = |parts: &[&[u8]]| cases.push(parts.iter().map(|p| p.to_vec()).collect());
+    let firsts: [&[u8]; 13] = [
+        b"nan", b"inf", b"1e400", b"-1", b"0", b"", b"1.5", b"\xff", b"9007199254740992",
+        b"18446744073709551616", b"99999999999999999999999", b" 10", b"+1",
+    ];
+    let seconds: [&[u8]; 16] = [
+        b"nan", b"inf", b"-inf", b"1e400", b"-1", b"0", b"", b"\xc3\x28", b"0.0000004",
+        b"99999999999999999999", b"1000000000000.000001", b"0.0009", b"1e3", b".", b"1..2",
+        b"1,5",
+    ];
+    let nows: [&[u8]; 11] = [
+        b"nan", b"inf", b"-1", b"1e400", b"", b"**", b"\xff\xfe", b"1700000000,5",
+        b"253402300800", b"253402300799.9999995", b"000000000000000000001",
+    ];
+    let counts: [&[u8]; 8] =
+        [b"1.5", b"-1", b"nan", b"", b"18446744073709551616", b"9007199254740992", b"\x80", b"1e3"];
+    for (command, key, second) in [
+        (&b"RL.TOKENBUCKET"[..], &b"tb"[..], &b"1"[..]),
+        (b"RL.LEAKYBUCKET", b"lb", b"1"),
+        (b"RL.FIXEDWINDOW", b"fw", b"10"),
+        (b"RL.SLIDINGWINDOW", b"sw", b"10"),
+        (b"RL.SLIDINGLOG", b"sl", b"10"),
+    ] {
+        for first in firsts {
+            add(&[command, key, first, second, b"*"]);
+        }
+        for b in seconds {
+            // 0.0009 is a window too short, and a rate like any other.
+            if !(b == b"0.0009" && second == b"1") {
+                add(&[command, key, b"10", b, b"*"]);
+            }
+        }
+        if second == b"1" {
+            add(&[command, key, b"1000001", b"0.000001", b"*"]);
+            add(&[command, key, b"9007199254740991", b"9007.199254", b"*"]);
+        }
+        for now in nows {
+            add(&[command, key, b"10", second, now]);
+        }
+        for n in counts {
+            add(&[command, key, b"10", second, b"*", n]);
+        }
+        add(&[command, key, b"10", second]);
+        add(&[command, key]);
+        add(&[command]);
+        add(&[command, key, b"10", second, b"*", b"1", b"x"]);
+        // Several errors at once: the module's order decides which one.
+        add(&[command, key, b"0", b"0", b"x", b"x"]);
+        add(&[command, key, b"10", b"0", b"x", b"x"]);
+        add(&[command, key, b"10", second, b"x", b"1", b"x"]);
+        add(&[command, key, b"0", second, b"*", b"1", b"x"]);
+        // Keys of other Redis types and of other algorithms, looking or not.
+        for other in [&b"string"[..], b"list", b"hash", b"set", b"tb", b"sl"] {
+            if other != key {
+                add(&[command, other, b"10", second, b"*", b"1"]);
+                add(&[command, other, b"10", second, b"*", b"0"]);
+            }
+        }
+    }
+    for (algorithm, key, second) in [
+        (&b"TOKENBUCKET"[..], &b"tb"[..], &b"1"[..]),
+        (b"leakyBucket", b"lb", b"1"),
+        (b"FIXEDWINDOW", b"fw", b"10"),
+        (b"slidingwindow", b"sw", b"10"),
+        (b"SLIDINGLOG", b"sl", b"10"),
+    ] {
+        add(&[b"RL.PEEK", key, b"GCRA", b"10", second, b"*"]);
+        add(&[b"RL.PEEK", key, algorithm, b"0", second, b"*"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", b"0", b"*"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second, b"-1"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second, b"*", b"-1"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second, b"*", b"1", b"x"]);
+        add(&[b"RL.PEEK", key, algorithm, b"10", second]);
+        add(&[b"RL.PEEK", b"string", algorithm, b"10", second, b"*"]);
+        add(&[b"RL.REFUND", key, b"GCRA", b"10", second, b"*", b"1"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"*"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"*", b"1", b"1"]);
+        add(&[b"RL.REFUND", key, algorithm, b"9007199254740992", second, b"*", b"1"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"*", b"x"]);
+        add(&[b"RL.REFUND", key, algorithm, b"10", second, b"nan", b"1"]);
+        add(&[b"RL.REFUND", b"list", algorithm, b"10", second, b"*", b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", b"GCRA", b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second, b"1", b"extra"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second]);
+        add(&[b"RL.MULTI", b"2", key, b"fresh", b"*", algorithm, b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"0", key, b"*", algorithm, b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"x", algorithm, b"10", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"0", second, b"1"]);
+        add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second, b"-1"]);
+        add(&[
+            b"RL.MULTI", b"2", key, key, b"*", algorithm, b"10", second, b"1", algorithm, b"10",
+            second, b"1",
+        ]);
+        // The limits' arguments before `now`, before repeated keys.
+        add(&[
+            b"RL.MULTI", b"2", key, key, b"x", algorithm, b"10", second, b"1", algorithm, b"0",
+            second, b"1",
+        ]);
+        add(&[b"RL.MULTI", b"2", key, key, b"x", algorithm, b"10", second, b"1", algorithm, b"10", second, b"1"]);
+        // Every key's type before anything changes: the fresh key first.
+        add(&[
+            b"RL.MULTI", b"2", b"fresh", b"string", b"*", algorithm, b"10", second, b"1",
+            algorithm, b"10", second, b"1",
+        ]);
+        add(&[
+            b"RL.MULTI", b"2", b"fresh", b"tb", b"*", algorithm, b"10", second, b"1", b"SLIDINGLOG",
+            b"10", b"10", b"1",
+        ]);
+    }
+    assert!(cases.len() >= 400, "{} cases", cases.len());
+    for case in &cases {
+        let parts: Vec<&[u8]> = case.iter().map(|p| p.as_slice()).collect();
+        let ours = raw_call(module, None, &parts);
+        let theirs = raw_call(script, Some(&modes.sha), &parts);
+        let printable: Vec<String> = parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
+        assert!(matches!(ours, Value::ServerError(_)), "{printable:?}: the module answered {}", show(&ours));
+        assert_eq!(show(&theirs), show(&ours), "{printable:?}");
+    }
+    assert_eq!((snapshot(module, &keys), snapshot(script, &keys)), before, "a bad call changed a key");
+}
+
+/// What only script mode can meet: a string that holds script state of
+/// another version, or a damaged one, and a key of the module's own type
+/// (a server with the module, the script called there too). Each is
+/// refused with its error, and the key is left as it was.
+#[test]
+fn stored_values_that_script_mode_did_not_write_are_refused() {
+    let modes = modes();
+    let script = &mut modes.script.connect();
+    const CORRUPT: &str = "ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; it is left unchanged";
+    const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    let cases: [(&str, &str, &str); 24] = [
+        ("TOKENBUCKET", "rl1:tb:abc:1", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:01:5", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1:05", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:9007199254740991000000000001:1", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1:253402300800000000", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1:2:3", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:", CORRUPT),
+        ("TOKENBUCKET", "rl1:tb:1 :2", CORRUPT),
+        ("LEAKYBUCKET", "rl1:lb:0:1", CORRUPT),
+        ("LEAKYBUCKET", "rl1:lb:-1:1", CORRUPT),
+        ("FIXEDWINDOW", "rl1:fw:1:0", CORRUPT),
+        ("FIXEDWINDOW", "rl1:fw:1:9007199254740992", CORRUPT),
+        ("SLIDINGWINDOW", "rl1:sw:1:0:0", CORRUPT),
+        ("SLIDINGWINDOW", "rl1:sw:1:2", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:0", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,x", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:9007199254740991,1:1", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:253402300799999999:1,1:1", CORRUPT),
+        ("TOKENBUCKET", "rl2:tb:1:1", WRONGTYPE),
+        ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
+        ("SLIDINGLOG", "rl1:fw:1:1", WRONGTYPE),
+        ("FIXEDWINDOW", "tokens=5", WRONGTYPE),
+    ];
+    for (algorithm, value, expected) in cases {
+        let _: () = redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
+        let before = snapshot(script, &["k"]);
+        let second = if is_bucket(algorithm) { "1" } else { "10" };
+        for call in [
+            vec![format!("RL.{algorithm}"), "k".into(), "10".into(), second.into(), "*".into()],
+            vec!["RL.PEEK".into(), "k".into(), algorithm.into(), "10".into(), second.into(), "*".into()],
+            vec![
+                "RL.REFUND".into(),
+                "k".into(),
+                algorithm.into(),
+                "10".into(),
+                second.into(),
+                "*".into(),
+                "1".into(),
+            ],
+            vec![
+                "RL.MULTI".into(),
+                "1".into(),
+                "k".into(),
+                "*".into(),
+                algorithm.into(),
+                "10".into(),
+                second.into(),
+                "1".into(),
+            ],
+        ] {
+            let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
+            let reply = raw_call(script, Some(&modes.sha), &parts);
+            assert_eq!(show(&reply), expected, "{value}: {call:?}");
+            assert_eq!(snapshot(script, &["k"]), before, "{value}: {call:?} changed the key");
+        }
+    }
+
+    // A key of the module's type, on a server with the module.
+    let module = &mut modes.module.connect();
+    let sha = load_script(module);
+    assert_eq!(common::ints(module, &["RL.TOKENBUCKET", "m", "10", "0.001", "*", "3"])[0], 1);
+    let before = snapshot(module, &["m"]);
+    let both_modes = "WRONGTYPE the key holds module-mode state (the redis-ratelimit module's type); script mode cannot use it: give each mode its own key prefix";
+    for call in [
+        &["RL.TOKENBUCKET", "m", "10", "0.001", "*"][..],
+        &["RL.SLIDINGLOG", "m", "10", "10", "*", "0"],
+        &["RL.PEEK", "m", "TOKENBUCKET", "10", "0.001", "*"],
+        &["RL.REFUND", "m", "TOKENBUCKET", "10", "0.001", "*", "1"],
+        &["RL.MULTI", "1", "m", "*", "TOKENBUCKET", "10", "0.001", "1"],
+    ] {
+        let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
+        assert_eq!(show(&raw_call(module, Some(&sha), &parts)), both_modes, "{call:?}");
+        assert_eq!(snapshot(module, &["m"]), before, "{call:?} changed the key");
+    }
+}
+
+/// A cluster of three primaries without the module: the script, loaded on
+/// every node, called on the node that serves the keys' slot, answers as
+/// the module does on a server of its own; keys of two slots get Redis's
+/// CROSSSLOT.
+#[test]
+fn a_cluster_without_the_module_agrees_with_the_module() {
+    let nodes = start_cluster_without_module(3);
+    let mut sha = String::new();
+    for node in &nodes {
+        sha = load_script(&mut node.connect());
+    }
+    let module_server = Server::start(&[]);
+    let module = &mut module_server.connect();
+    let mut rng = StdRng::seed_from_u64(0xc105);
+    let mut compared = 0;
+    let mut served = std::collections::HashSet::new();
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 30).enumerate() {
+        let tag = format!("k{index}");
+        let calls = random_sequence(&mut rng, &tag, algorithm, 25);
+        let node = node_serving(&nodes, &format!("{{{tag}}}"));
+        served.insert(node.port);
+        compared += compare_exactly(module, &mut node.connect(), &sha, &calls);
+    }
+    assert_eq!(served.len(), 3, "the sequences' keys spread over every node");
+    assert!(compared >= 2500, "{compared} calls compared");
+    let con = &mut nodes[0].connect();
+    let cross: Vec<&[u8]> = vec![
+        b"RL.MULTI", b"2", b"{a}:x", b"{b}:x", b"*", b"TOKENBUCKET", b"1", b"1", b"1", b"FIXEDWINDOW",
+        b"1", b"1", b"1",
+    ];
+    let reply = show(&raw_call(con, Some(&sha), &cross));
+    assert!(reply.starts_with("CROSSSLOT"), "{reply}");
+    let _ = dump;
 }

@@ -1,5 +1,6 @@
 // The Express middleware on real HTTP servers, Express 4 and Express 5,
-// against a real redis-server with the module: exact headers and bodies.
+// against a real redis-server in both modes (with the module, and without
+// it running the Lua script): exact headers and bodies.
 
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +11,7 @@ import express4 from 'express4';
 import { createClient } from 'redis';
 
 import { byUser, rateLimit, type MiddlewareOptions } from '../src/index.js';
+import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
 type Get = (path: string, headers?: Record<string, string>) => Promise<Response>;
@@ -30,14 +32,14 @@ export function typesFit(middleware: ReturnType<typeof rateLimit>) {
   express4().use(middleware).get('/', middleware.with({ name: 'route', limit: 1, rate: 1 }));
 }
 
-for (const [version, express] of [['Express 4', express4], ['Express 5', express5]] as const) {
-  describe(version, () => {
+for (const { mode, withModule } of MODES) for (const [version, express] of [['Express 4', express4], ['Express 5', express5]] as const) {
+  describe(`${version}, mode ${mode}`, () => {
     let server: RedisServer;
     let redis: ReturnType<typeof createClient>;
     const closers: (() => void)[] = [];
 
     before(async () => {
-      server = await RedisServer.start();
+      server = await RedisServer.start([], withModule);
       redis = createClient({ url: server.url });
       redis.on('error', () => {});
       await redis.connect();
@@ -61,7 +63,7 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
         next();
       });
       build(app, (options) => {
-        const middleware = rateLimit({ redis, ...options });
+        const middleware = rateLimit({ redis, mode, ...options });
         closers.push(() => middleware.limiter.close());
         return middleware;
       });

@@ -1,30 +1,32 @@
-// check(), the framework-free call, against a real redis-server with the
-// module, through each single-server client: one RL.MULTI for all limits,
-// refunds, errors as errors, and Redis unavailable or slow.
+// check(), the framework-free call, through each single-server client, in
+// both modes (a redis-server with the module, one without it running the
+// Lua script): one RL.MULTI for all limits, refunds, errors as errors, and
+// Redis unavailable or slow.
 
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
 import { createLimiter, RateLimiterUnavailable, type LimiterOptions } from '../src/index.js';
 import { SINGLE, type AppClient } from './clients.js';
+import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Req = { ip: string; user?: string; tokens?: number };
 
-for (const [name, connect] of Object.entries(SINGLE)) {
-  describe(`check() with ${name}`, () => {
+for (const { mode, withModule } of MODES) for (const [name, connect] of Object.entries(SINGLE)) {
+  describe(`check() with ${name}, mode ${mode}`, () => {
     let server: RedisServer;
     let app: AppClient;
     const limiters: { close(): void }[] = [];
     const limiter = (options: Omit<LimiterOptions<Req>, 'redis'>) => {
-      const made = createLimiter<Req>({ redis: app.client, ...options });
+      const made = createLimiter<Req>({ redis: app.client, mode, ...options });
       limiters.push(made);
       return made;
     };
 
     before(async () => {
-      server = await RedisServer.start();
+      server = await RedisServer.start([], withModule);
       app = await connect(server);
     });
     after(async () => {
@@ -50,6 +52,8 @@ for (const [name, connect] of Object.entries(SINGLE)) {
           remaining: 2, limit: 3, retryAfterMs: 0, resetAfterMs: 1000, cost: 1, param: 0.001, quotaUnit: undefined,
         },
       );
+      // The state is the module's type, or the script's plain string.
+      assert.equal(await server.cli('type', only.key), mode === 'module' ? 'ratelimit' : 'string');
       await check.check({ ip: '203.0.113.7' });
       await check.check({ ip: '203.0.113.7' });
       const denied = await check.check({ ip: '203.0.113.7' });
@@ -111,7 +115,12 @@ for (const [name, connect] of Object.entries(SINGLE)) {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 1 }, log: (line) => lines.push(line) });
       await server.cli('set', 'ratelimit:{ip:10.0.0.4}:default', 'a string');
-      await assert.rejects(check.check({ ip: '10.0.0.4' }), /^(Error|ReplyError|SimpleError): WRONGTYPE/);
+      await assert.rejects(check.check({ ip: '10.0.0.4' }), {
+        // The module cannot tell a plain value from script-mode state, so it names both modes.
+        module: { name: 'RateLimitModeError', message: 'WRONGTYPE ratelimit:{ip:10.0.0.4}:default holds a Redis string, not the redis-ratelimit module\'s state: script-mode state (script mode keeps plain Redis values) or another value; module mode cannot use it: give each mode its own key prefix' },
+        script: { message: 'WRONGTYPE Operation against a key holding the wrong kind of value' },
+      }[mode]);
+      assert.equal(await server.cli('get', 'ratelimit:{ip:10.0.0.4}:default'), 'a string');
       // A per-request cost that is not a whole number is a programming error too.
       const bad = limiter({ limits: { limit: 10, rate: 1, cost: () => 2.5 } });
       await assert.rejects(bad.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: cost: must be an integer from 0 to 9007199254740991 \(got 2.5\)$/);

@@ -9,10 +9,12 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 
 const packageDir = resolve(import.meta.dirname, '../..');
 const tsc = join(packageDir, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -58,6 +60,14 @@ test('the tarball holds the built package and no test or source files', () => {
   assert.ok(listing.includes('package/dist/cjs/index.d.ts'));
   assert.ok(listing.includes('package/dist/cjs/package.json'));
   assert.deepEqual(listing.filter((name) => !name.startsWith('package/dist/')), ['package/README.md', 'package/package.json']);
+});
+
+test('the package carries lua/ratelimit.lua, the script of script mode, exactly as the repository has it', async () => {
+  const lua = readFileSync(join(packageDir, '..', '..', 'lua', 'ratelimit.lua'), 'utf8');
+  const installed = join(app, 'node_modules', 'redis-ratelimit-client', 'dist');
+  const esm = await import(pathToFileURL(join(installed, 'esm', 'ratelimit-lua.js')).href);
+  assert.equal(esm.RATELIMIT_LUA, lua);
+  assert.equal(createRequire(import.meta.url)(join(installed, 'cjs', 'ratelimit-lua.js')).RATELIMIT_LUA, lua);
 });
 
 test('installs without redis or express: only its two small dependencies', () => {
