@@ -160,7 +160,7 @@ def test_throttle_by_user_and_refunds_of_successes(own_server: Server) -> None:
         # alice's second request waited its place in the queue (1/rate = 200 ms); bob's did not.
         assert times[1] >= 0.19 and times[0] < 0.15 and times[2] < 0.15, times
         with redis.Redis(port=own_server.port) as r:
-            assert sorted(r.keys()) == [b"ratelimit:{user:alice}:default", b"ratelimit:{user:bob}:default"]
+            assert sorted(r.keys()) == [b"ratelimit:{user:alice}:leakybucket:3:5", b"ratelimit:{user:bob}:leakybucket:3:5"]
 
         for _ in range(3):  # successes give their unit back
             status, headers, body = get(quiet_port, "/ok", "203.0.113.5")
