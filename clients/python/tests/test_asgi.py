@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_user
 from redis_ratelimit_client.asgi import RateLimitMiddleware
-from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, rate_limit_exceeded_handler
+from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
 from web import check_scenario, get, rate_headers, serve_asgi
 
@@ -89,6 +89,7 @@ def fastapi_app(server: Server, fail_open: bool) -> FastAPI:
     """Per-route dependency for /ok and /free-less routes; refunds of failed
     requests come from the middleware, so /fail is limited by the middleware."""
     app = FastAPI()
+    app.add_middleware(RateLimitHeadersMiddleware)
     app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
     limit = RateLimit(limiter(server, fail_open))
 

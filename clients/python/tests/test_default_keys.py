@@ -11,7 +11,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
 
 from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter, by_ip
-from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, rate_limit_exceeded_handler
+from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
 from web import get, serve_asgi
 
@@ -27,6 +27,7 @@ def two_apis_app(server: Server) -> FastAPI:
     /login and /api differ only in the limit, /search in the algorithm,
     /other is the same limit as /login."""
     app = FastAPI()
+    app.add_middleware(RateLimitHeadersMiddleware)
     app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
 
     def dependency(limit: Limit) -> RateLimit:
