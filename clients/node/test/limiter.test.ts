@@ -76,6 +76,13 @@ for (const [name, connect] of Object.entries(SINGLE)) {
       assert.equal(await keyOf(perPlan, { ip: '10.0.0.1', user: 'pro' }), 'ratelimit:{user:7}:fixedwindow:50:60');
     });
 
+    test('check() without a request, or a request without an address: refused, nothing taken', async () => {
+      const check = limiter({ limits: { limit: 3, rate: 1 } });
+      await assert.rejects(check.check(undefined as never), /^TypeError: byIp: no request to key by/);
+      await assert.rejects(check.check({} as Req), /^TypeError: byIp: the request carries no client address/);
+      assert.equal(await server.cli('dbsize'), '0');
+    });
+
     test('per user and per IP, requests and tokens: all or nothing in one RL.MULTI', async () => {
       const check = limiter({
         key: (req) => `user:${req.user}`,
