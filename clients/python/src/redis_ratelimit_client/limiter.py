@@ -96,7 +96,7 @@ class _Core:
             limit.check_fill_time(name, size)
         except ConfigurationError as error:
             raise ValueError(str(error)) from None
-        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units, size, partition)
+        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{limit.key_name(size)}", units, size, partition)
 
     @staticmethod
     def groups(client: object, charges: list[Charge]) -> list[list[Charge]]:

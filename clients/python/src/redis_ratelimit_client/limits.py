@@ -108,6 +108,17 @@ class Limit:
         if self.is_bucket and limit / self.parameter > 1e12:
             raise ConfigurationError(f"{path}.rate: limit / rate must be at most 1e12 seconds")
 
+    def key_name(self, limit: int) -> str:
+        """The last part of this limit's Redis key for a request whose quota
+        is `limit`: its name; for an unnamed limit, what it is (algorithm,
+        limit, rate or window, and a quota unit other than requests), so
+        that different unnamed limiters never share state and identical
+        ones do."""
+        if self.name is not None:
+            return self.name
+        spec = f"{self.algorithm}:{limit}:{number_text(self.parameter)}"
+        return spec if self.quota_unit == "requests" else f"{spec}:{self.quota_unit}"
+
     def window_seconds(self, limit: int) -> int:
         """The draft's `w` for this limit's quota `limit`: whole seconds, at
         least 1 (a bucket: the time an empty one takes to refill)."""
