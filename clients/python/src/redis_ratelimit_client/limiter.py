@@ -86,10 +86,11 @@ class _Core:
     def charge(self, limit: Limit, name: str, partition: object, cost: object, quota: object) -> Charge:
         if not isinstance(partition, str):
             raise TypeError(f"{name}: the key function returned {partition!r}, not a string")
-        try:  # per-request values: a bad one is a server error, not a setup one
-            units = check_integer(f"{name}.cost", cost, 0)
-            size = check_integer(f"{name}.limit", quota, 1)
-            limit.check_fill_time(name, size)
+        try:  # values from functions, per request: a bad one is a server error, not a setup one
+            units = check_integer(f"{name}.cost", cost, 0) if callable(limit.cost) else cast(int, cost)
+            size = check_integer(f"{name}.limit", quota, 1) if callable(limit.limit) else cast(int, quota)
+            if callable(limit.limit):
+                limit.check_fill_time(name, size)
         except ConfigurationError as error:
             raise ValueError(str(error)) from None
         return Charge(limit, name, f"{self.prefix}{{{partition}}}:{limit.key_name(size)}", units, size, partition)
