@@ -8,7 +8,7 @@ The machine is shared and noisy, so the figures are ratios to the bare
 command within one run: the cases take turns in every round (interleaved),
 and each case's median over the rounds is reported.
 
-    python bench/loop.py [--rounds 7] [--seconds 0.5] [--profile async|sync]
+    python bench/loop.py [--rounds 41] [--seconds 0.1] [--profile async|sync]
 
 `--profile` runs only the limiter's check() under cProfile instead."""
 
@@ -121,8 +121,8 @@ def report(title: str, samples: dict[str, list[Sample]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--seconds", type=float, default=0.5, help="per case and round")
+    parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--seconds", type=float, default=0.1, help="per case and round: short turns, so every case sees the same load")
     parser.add_argument("--profile", choices=("async", "sync"))
     args = parser.parse_args()
     server = Server()

@@ -111,6 +111,8 @@ class _Core:
         allowed = all(o[0] for o in outcomes)
         waits = [o[1] for o in outcomes if not o[0]]
         retry = 0 if allowed else (-1 if -1 in waits else max(waits))
+        if len(outcomes) == 1:  # one call: its results are in the charges' order already
+            return Decision(allowed, retry, tuple(outcomes[0][2]))
         by_key = {r.key: r for o in outcomes for r in o[2]}
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
 
@@ -273,7 +275,10 @@ class AsyncRateLimiter:
             key = limit.key or self.core.key
             cost = await _maybe_await(limit.cost(request)) if callable(limit.cost) else limit.cost
             quota = await _maybe_await(limit.limit(request)) if callable(limit.limit) else limit.limit
-            out.append(self.core.charge(limit, name, await _maybe_await(key(request)), cost, quota))
+            partition = key(request)
+            if not isinstance(partition, str):  # an async key function's awaitable
+                partition = await _maybe_await(partition)
+            out.append(self.core.charge(limit, name, partition, cost, quota))
         return out
 
     async def _call(self, args: list[str]) -> Any:
