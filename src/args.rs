@@ -3,10 +3,11 @@
 
 use std::ops::Deref;
 
+use crate::algorithms::Algorithm;
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
 use crate::error::Error;
-use crate::limit::{Algorithm, Change, Limit};
+use crate::limit::{Change, Limit};
 
 /// Microseconds per second: `now`, `rate` and `window` are read to six decimals.
 const MICRO: u64 = 1_000_000;

@@ -7,12 +7,13 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
+use crate::algorithms::Algorithm;
 use crate::algorithms::sliding_log::EMPTY;
 use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
-use crate::limit::{Algorithm, Change, Fields, Limit, Op, Outcome};
+use crate::limit::{Change, Fields, Limit, Op, Outcome};
 use crate::replicate;
 use crate::state::{Owned, Value};
 use crate::stats::{self, Counters};

@@ -3,54 +3,12 @@
 //! the single-key commands, RL.MULTI, RL.PEEK and RL.REFUND alike. Pure:
 //! the glue reads the key before and writes it after.
 
-use std::ffi::CStr;
-
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{
-    Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
+    Algorithm, Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
 };
 use crate::error::Error;
 use crate::state::{Fixed, Value};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    TokenBucket,
-    LeakyBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-}
-
-impl Algorithm {
-    pub const ALL: [Algorithm; 5] = [
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-    ];
-
-    /// Its name in a limit spec, in RL.SETSTATE, and after `RL.`.
-    pub fn name(self) -> &'static CStr {
-        match self {
-            Algorithm::TokenBucket => c"TOKENBUCKET",
-            Algorithm::LeakyBucket => c"LEAKYBUCKET",
-            Algorithm::FixedWindow => c"FIXEDWINDOW",
-            Algorithm::SlidingWindow => c"SLIDINGWINDOW",
-            Algorithm::SlidingLog => c"SLIDINGLOG",
-        }
-    }
-
-    /// The algorithm named `name`, in any case.
-    pub fn named(name: &[u8]) -> Option<Algorithm> {
-        Self::ALL.into_iter().find(|a| name.eq_ignore_ascii_case(a.name().to_bytes()))
-    }
-
-    /// Whether its parameters are `capacity rate` (else `limit window`).
-    pub fn is_bucket(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
-    }
-}
 
 /// A limit with validated parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::raw;
 
-use crate::limit::Algorithm;
+use crate::algorithms::Algorithm;
 
 pub struct Counters {
     /// The field name in INFO.

@@ -12,6 +12,49 @@ pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
 
+use std::ffi::CStr;
+
+/// The algorithms a limit spec names (`ALGORITHM a b`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    TokenBucket,
+    LeakyBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ];
+
+    /// Its name in a limit spec, in RL.SETSTATE, and after `RL.`.
+    pub fn name(self) -> &'static CStr {
+        match self {
+            Algorithm::TokenBucket => c"TOKENBUCKET",
+            Algorithm::LeakyBucket => c"LEAKYBUCKET",
+            Algorithm::FixedWindow => c"FIXEDWINDOW",
+            Algorithm::SlidingWindow => c"SLIDINGWINDOW",
+            Algorithm::SlidingLog => c"SLIDINGLOG",
+        }
+    }
+
+    /// The algorithm named `name`, in any case.
+    pub fn named(name: &[u8]) -> Option<Algorithm> {
+        Self::ALL.into_iter().find(|a| name.eq_ignore_ascii_case(a.name().to_bytes()))
+    }
+
+    /// Whether its parameters are `capacity rate` (else `limit window`).
+    pub fn is_bucket(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
+    }
+}
+
 /// Fixed-point scale of the buckets: one unit (token) is 10^12 pico-units,
 /// so a rate kept to 10^-6 units/s refills a whole number of pico-units
 /// every microsecond.
