@@ -5,12 +5,14 @@
 //! is parsed, inside which all of the arithmetic below is exact: no result
 //! is ever saturated or wrapped into a different answer.
 
+pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
+pub mod varint;
 
 use std::ffi::CStr;
 
