@@ -3,6 +3,7 @@
 //! the single-key commands, RL.MULTI, RL.PEEK and RL.REFUND alike. Pure:
 //! the glue reads the key before and writes it after.
 
+use crate::algorithms::concurrency::{self, Leases};
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{
     Algorithm, Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
@@ -21,7 +22,8 @@ pub struct Limit {
 }
 
 /// A limit's reply: `[allowed, remaining, limit, retry_after_ms,
-/// reset_after_ms]`, and `delay_ms` for the leaky bucket.
+/// reset_after_ms]`, and `delay_ms` for the leaky bucket or `lease_id`
+/// for a concurrency limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fields {
     pub allowed: bool,
@@ -30,6 +32,8 @@ pub struct Fields {
     pub retry_after_ms: i64,
     pub reset_after_ms: u64,
     pub delay_ms: Option<u64>,
+    /// The lease taken, 0 when none was.
+    pub lease_id: Option<u64>,
 }
 
 /// What a call changes in its key.
@@ -41,6 +45,8 @@ pub enum Change {
     Append(Append),
     /// Take units out of the sliding log.
     Remove(Removal),
+    /// Take, free or renew a lease.
+    Lease(concurrency::Change),
 }
 
 /// A limit's answer: its reply, and the change to make if the call goes on.
@@ -122,6 +128,26 @@ impl Limit {
                     }
                 }
             }
+            Algorithm::Concurrency => {
+                let leases: Option<&Leases> = match value {
+                    None => None,
+                    Some(Value::Leases(leases)) => Some(leases),
+                    Some(_) => return Err(Error::WrongType),
+                };
+                // A slot comes back by its lease's id: RL.RELEASE.
+                if op == Op::Refund {
+                    return Err(Error::RefundConcurrency);
+                }
+                let params = concurrency::Params { limit: self.size, lease_us: self.per };
+                let verdict = concurrency::acquire(leases, now_us, &params, n);
+                let lease_id = match verdict.store {
+                    Some(concurrency::Change::Acquire { lease, .. }) => lease.id,
+                    _ => 0,
+                };
+                let mut outcome = self.outcome(verdict, None, Change::Lease);
+                outcome.fields.lease_id = Some(lease_id);
+                outcome
+            }
         })
     }
 
@@ -138,6 +164,7 @@ impl Limit {
             retry_after_ms: verdict.retry_after_ms,
             reset_after_ms: verdict.reset_after_ms,
             delay_ms,
+            lease_id: None,
         };
         Outcome { fields, change: verdict.store.map(change) }
     }

@@ -11,20 +11,22 @@
 //! The RDB encoding numbers the kinds on its own (`rdb_kind`), so that the
 //! layouts in memory can change without touching stored data.
 
+use std::borrow::Cow;
 use std::ffi::{CStr, c_int, c_void};
 use std::mem::{align_of, size_of};
 
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
+use crate::algorithms::concurrency::{Lease, Leases};
 use crate::algorithms::sliding_log::Log;
 use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_bucket};
 use crate::stats;
 
 /// RDB encoding version. 1 held only token buckets; 2 added the other
-/// algorithms; 3 adds the wide buckets, and RL.THROTTLE's state, which a
-/// loader without it refuses as an unknown kind.
-const ENCODING_VERSION: i32 = 3;
+/// algorithms; 3 the wide buckets and RL.THROTTLE's state; 4 adds the
+/// concurrency limits' leases (a loader of 3 refuses the version).
+const ENCODING_VERSION: i32 = 4;
 
 /// The kind numbers of the RDB encoding: stored in files, never renumbered.
 mod rdb_kind {
@@ -37,6 +39,7 @@ mod rdb_kind {
     /// Buckets of more than 18,446,744 units (pico-units past 64 bits).
     pub const WIDE_TOKEN_BUCKET: u64 = 6;
     pub const WIDE_LEAKY_BUCKET: u64 = 7;
+    pub const CONCURRENCY: u64 = 8;
 }
 
 /// The layouts a value's pointer names in its low bits.
@@ -91,6 +94,8 @@ impl Wide {
 enum Other {
     WideTokenBucket(Wide),
     WideLeakyBucket(Wide),
+    /// Boxed, so that the wide buckets keep their 32-byte allocation.
+    Concurrency(Box<Leases>),
 }
 
 impl Other {
@@ -104,6 +109,7 @@ impl Other {
                 let (level, last_us) = wide.amount();
                 Value::Fixed(Fixed::LeakyBucket(leaky_bucket::State { level, last_us }))
             }
+            Other::Concurrency(leases) => Value::Leases(leases),
         }
     }
 
@@ -111,6 +117,7 @@ impl Other {
     fn heap_bytes(&self) -> usize {
         match self {
             Other::WideTokenBucket(_) | Other::WideLeakyBucket(_) => 0,
+            Other::Concurrency(leases) => size_of::<Leases>() + leases.heap_bytes(),
         }
     }
 }
@@ -132,6 +139,7 @@ pub enum Fixed {
 pub enum Value<'a> {
     Fixed(Fixed),
     Log(&'a Log),
+    Leases(&'a Leases),
 }
 
 /// A state made outside a key: by RL.SETSTATE, RDB or a copy.
@@ -139,6 +147,7 @@ pub enum Value<'a> {
 pub enum Owned {
     Fixed(Fixed),
     Log(Log),
+    Leases(Leases),
 }
 
 impl Fixed {
@@ -226,6 +235,19 @@ impl Owned {
             let runs = fields.chunks_exact(2).map(run).collect::<Option<Vec<_>>>()?;
             return Log::from_runs(runs).map(Owned::Log);
         }
+        if name.eq_ignore_ascii_case(b"CONCURRENCY") {
+            let [last_us, next_id, leases @ ..] = fields else { return None };
+            if !leases.len().is_multiple_of(3) {
+                return None;
+            }
+            let field = |field: u128| u64::try_from(field).ok();
+            let lease = |f: &[u128]| {
+                Some(Lease { id: field(f[0])?, expires_us: field(f[1])?, n: field(f[2])? })
+            };
+            let held = leases.chunks_exact(3).map(lease).collect::<Option<Vec<_>>>()?;
+            let leases = Leases { last_us: field(*last_us)?, next_id: field(*next_id)?, held };
+            return leases.is_valid().then_some(Owned::Leases(leases));
+        }
         Fixed::from_fields(name, fields).map(Owned::Fixed)
     }
 
@@ -233,6 +255,7 @@ impl Owned {
         match self {
             Owned::Fixed(fixed) => Value::Fixed(*fixed),
             Owned::Log(log) => Value::Log(log),
+            Owned::Leases(leases) => Value::Leases(leases),
         }
     }
 }
@@ -248,15 +271,24 @@ pub fn setstate_args(value: Value) -> Vec<String> {
         Value::Log(log) => std::iter::once("SLIDINGLOG".to_owned())
             .chain(log.runs().flat_map(|(at_us, count)| [at_us.to_string(), count.to_string()]))
             .collect(),
+        Value::Leases(leases) => leases_args(leases, &leases.held),
     }
 }
 
-/// A value as RDB holds it: its kind, its integers, and a log's runs.
+/// `CONCURRENCY last_us next_id` and the fields of `held`.
+fn leases_args(leases: &Leases, held: &[Lease]) -> Vec<String> {
+    let header = ["CONCURRENCY".to_owned(), leases.last_us.to_string(), leases.next_id.to_string()];
+    let fields = held.iter().flat_map(|l| [l.id, l.expires_us, l.n].map(|f| f.to_string()));
+    header.into_iter().chain(fields).collect()
+}
+
+/// A value as RDB holds it: its kind, its integers, and the bytes of a
+/// log's runs or of leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record<'a> {
     pub kind: u64,
     pub fields: Vec<u64>,
-    pub runs: Option<&'a [u8]>,
+    pub runs: Option<Cow<'a, [u8]>>,
 }
 
 /// How many integers follow a kind in RDB, and whether runs follow them.
@@ -273,6 +305,7 @@ fn layout(encver: i32, kind: u64) -> Option<(usize, bool)> {
         SLIDING_LOG if encver >= 2 => Some((3, true)),
         WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET if encver >= 3 => Some((3, false)),
         THROTTLE if encver >= 3 => Some((1, false)),
+        CONCURRENCY if encver >= 4 => Some((3, true)),
         _ => None,
     }
 }
@@ -297,7 +330,13 @@ pub fn encode<'a>(value: &Value<'a>) -> Record<'a> {
         Value::Fixed(Fixed::Throttle(s)) => (rdb_kind::THROTTLE, vec![s.tat_ns]),
         Value::Log(log) => {
             let fields = vec![log.first_us, log.last_us, log.total];
-            return Record { kind: rdb_kind::SLIDING_LOG, fields, runs: Some(&log.runs[..]) };
+            let runs = Some(Cow::Borrowed(&log.runs[..]));
+            return Record { kind: rdb_kind::SLIDING_LOG, fields, runs };
+        }
+        Value::Leases(leases) => {
+            let fields = vec![leases.last_us, leases.next_id, leases.held.len() as u64];
+            let runs = Some(Cow::Owned(leases.encode()));
+            return Record { kind: rdb_kind::CONCURRENCY, fields, runs };
         }
     };
     Record { kind, fields, runs: None }
@@ -315,8 +354,12 @@ pub fn decode(encver: i32, record: &Record) -> Option<Owned> {
     let joined = |high: u64, low: u64| (u128::from(high) << 64) | u128::from(low);
     let fields: Vec<u128> = match record.kind {
         SLIDING_LOG => {
-            let log = Log::decode(f[0], f[1], f[2], record.runs?)?;
+            let log = Log::decode(f[0], f[1], f[2], record.runs.as_deref()?)?;
             return Some(Owned::Log(log));
+        }
+        CONCURRENCY => {
+            let leases = Leases::decode(f[0], f[1], f[2], record.runs.as_deref()?)?;
+            return Some(Owned::Leases(leases));
         }
         WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET => vec![joined(f[0], f[1]), f[2].into()],
         _ => f.iter().map(|&field| field.into()).collect(),
@@ -353,6 +396,7 @@ unsafe fn untagged<'a, T>(value: *const c_void) -> &'a mut T {
 pub fn into_value(owned: Owned) -> *mut c_void {
     match owned {
         Owned::Log(log) => tagged(tag::SLIDING_LOG, log),
+        Owned::Leases(leases) => tagged(tag::OTHER, Other::Concurrency(Box::new(leases))),
         Owned::Fixed(Fixed::TokenBucket(s)) => match bucket(s.tokens, s.last_us) {
             Ok(narrow) => tagged(tag::TOKEN_BUCKET, narrow),
             Err(wide) => tagged(tag::OTHER, Other::WideTokenBucket(wide)),
@@ -433,6 +477,20 @@ pub unsafe fn log_mut<'a>(value: *mut c_void) -> Option<&'a mut Log> {
     (tag_of(value) == tag::SLIDING_LOG).then(|| unsafe { untagged::<Log>(value) })
 }
 
+/// The leases a value holds, to change in place.
+///
+/// # Safety
+/// As `view`.
+pub unsafe fn leases_mut<'a>(value: *mut c_void) -> Option<&'a mut Leases> {
+    if tag_of(value) != tag::OTHER {
+        return None;
+    }
+    match unsafe { untagged::<Other>(value) } {
+        Other::Concurrency(leases) => Some(leases),
+        _ => None,
+    }
+}
+
 pub static RATELIMIT_TYPE: RedisType = RedisType::new(
     "ratelimit",
     ENCODING_VERSION,
@@ -467,7 +525,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
         raw::save_unsigned(rdb, field);
     }
     if let Some(runs) = record.runs {
-        raw::save_slice(rdb, runs);
+        raw::save_slice(rdb, &runs);
     }
 }
 
@@ -481,19 +539,53 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         let (count, has_runs) = layout(encver, kind)?;
         let fields = (0..count).map(|_| load()).collect::<Option<Vec<u64>>>()?;
         let buffer = if has_runs { Some(raw::load_string_buffer(rdb).ok()?) } else { None };
-        let record = Record { kind, fields, runs: buffer.as_ref().map(|b| b.as_ref()) };
+        let runs = buffer.as_ref().map(|b| Cow::Borrowed(b.as_ref()));
+        let record = Record { kind, fields, runs };
         decode(encver, &record).map(into_value)
     })();
     loaded.unwrap_or(std::ptr::null_mut())
 }
 
+/// Leases per command in an AOF rewrite: one key's commands stay small
+/// however many leases it holds.
+const LEASES_PER_COMMAND: usize = 64;
+
 /// Emits `RL.SETSTATE key KIND field...`; Redis adds the expiry itself.
+/// Leases go as an RL.SETSTATE of the first ones and an RL.LEASEAPPLY
+/// `ACQUIRE` for each further group, so no command grows with the key.
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let args = setstate_args(unsafe { view(value) });
+    let value = unsafe { view(value) };
+    let Value::Leases(leases) = value else {
+        return unsafe { emit(aof, c"RL.SETSTATE", key, &setstate_args(value)) };
+    };
+    let mut groups = leases.held.chunks(LEASES_PER_COMMAND);
+    let first = groups.next().unwrap_or_default();
+    unsafe { emit(aof, c"RL.SETSTATE", key, &leases_args(leases, first)) };
+    for group in groups {
+        for lease in group {
+            let fields = [leases.last_us, lease.id, lease.expires_us, lease.n];
+            let args: Vec<String> = std::iter::once("ACQUIRE".to_owned())
+                .chain(fields.iter().map(u64::to_string))
+                .collect();
+            unsafe { emit(aof, c"RL.LEASEAPPLY", key, &args) };
+        }
+    }
+}
+
+/// Emits `command key args...` into a rewritten AOF.
+///
+/// # Safety
+/// `aof` and `key` are what Redis passed to `aof_rewrite`.
+unsafe fn emit(
+    aof: *mut raw::RedisModuleIO,
+    command: &CStr,
+    key: *mut raw::RedisModuleString,
+    args: &[String],
+) {
     let args: Vec<*mut raw::RedisModuleString> = args
         .iter()
         .map(|arg| unsafe {
@@ -509,7 +601,7 @@ unsafe extern "C" fn aof_rewrite(
     unsafe {
         raw::RedisModule_EmitAOF.unwrap()(
             aof,
-            c"RL.SETSTATE".as_ptr(),
+            command.as_ptr(),
             c"sv".as_ptr(),
             key,
             args.as_ptr(),
@@ -549,6 +641,7 @@ unsafe extern "C" fn copy(
     into_value(match unsafe { view(value) } {
         Value::Fixed(fixed) => Owned::Fixed(fixed),
         Value::Log(log) => Owned::Log(log.clone()),
+        Value::Leases(leases) => Owned::Leases(leases.clone()),
     })
 }
 
@@ -649,7 +742,8 @@ mod tests {
         // Nor any record under an encoding yet to come.
         let narrow = encode(&Value::Fixed(narrow));
         assert_eq!(decode(0, &narrow), None);
-        assert_eq!(decode(4, &narrow), None);
+        assert_eq!(decode(ENCODING_VERSION + 1, &narrow), None);
+        assert!(decode(4, &narrow).is_some());
         assert!(decode(1, &narrow).is_some());
     }
 
@@ -680,6 +774,29 @@ mod tests {
         assert_eq!(decode(3, &record), None);
         record.runs = None;
         assert_eq!(decode(3, &record), None);
+    }
+
+    #[test]
+    fn leases_round_trip_in_rdb_and_setstate() {
+        let held = vec![
+            Lease { id: 2, expires_us: 1_700_000_030_000_000, n: 3 },
+            Lease { id: 7, expires_us: 1_700_000_001_000_000, n: 1 },
+        ];
+        let leases = Leases { last_us: 1_700_000_000_000_000, next_id: 8, held };
+        let owned = Owned::Leases(leases.clone());
+        assert_eq!(round_trip(&owned), Some(owned.clone()));
+        let record = encode(&owned.view());
+        assert_eq!((record.kind, &record.fields[..]), (CONCURRENCY, &[leases.last_us, 8, 2][..]));
+        assert_eq!(decode(3, &record), None, "no leases before encoding 4");
+        let args = setstate_args(owned.view());
+        assert_eq!(args[..3], ["CONCURRENCY", "1700000000000000", "8"]);
+        let fields: Vec<u128> = args[1..].iter().map(|f| f.parse().unwrap()).collect();
+        assert_eq!(Owned::from_setstate(b"concurrency", &fields), Some(owned));
+        assert_eq!(Owned::from_setstate(b"CONCURRENCY", &fields[..fields.len() - 1]), None);
+        assert_eq!(Owned::from_setstate(b"CONCURRENCY", &fields[..2]), None, "no lease, no key");
+        let mut late = fields.clone();
+        late[0] = 1_700_000_001_000_000;
+        assert_eq!(Owned::from_setstate(b"CONCURRENCY", &late), None, "a lease that ran out");
     }
 
     #[test]
@@ -735,7 +852,7 @@ mod tests {
             header in (0u64..1000, 0u64..1000, 0u64..20),
             runs in proptest::collection::vec(any::<u8>(), 0..12),
         ) {
-            let record = Record { kind: SLIDING_LOG, fields: vec![header.0, header.1, header.2], runs: Some(&runs) };
+            let record = Record { kind: SLIDING_LOG, fields: vec![header.0, header.1, header.2], runs: Some(Cow::Borrowed(&runs[..])) };
             if let Some(owned) = decode(ENCODING_VERSION, &record) {
                 prop_assert_eq!(encode(&owned.view()), record);
             }

@@ -24,18 +24,22 @@ pub enum Algorithm {
     FixedWindow,
     SlidingWindow,
     SlidingLog,
+    /// At most `limit` slots held at once, under leases (RL.ACQUIRE).
+    Concurrency,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::TokenBucket,
         Algorithm::LeakyBucket,
         Algorithm::FixedWindow,
         Algorithm::SlidingWindow,
         Algorithm::SlidingLog,
+        Algorithm::Concurrency,
     ];
 
-    /// Its name in a limit spec, in RL.SETSTATE, and after `RL.`.
+    /// Its name in a limit spec and in RL.SETSTATE (and, but for the
+    /// concurrency limit's RL.ACQUIRE, after `RL.`).
     pub fn name(self) -> &'static CStr {
         match self {
             Algorithm::TokenBucket => c"TOKENBUCKET",
@@ -43,6 +47,7 @@ impl Algorithm {
             Algorithm::FixedWindow => c"FIXEDWINDOW",
             Algorithm::SlidingWindow => c"SLIDINGWINDOW",
             Algorithm::SlidingLog => c"SLIDINGLOG",
+            Algorithm::Concurrency => c"CONCURRENCY",
         }
     }
 
