@@ -1146,15 +1146,13 @@ local function plain_micros(s, digits)
     return us
 end
 
--- ceil((units * 10^12 - pico) / per_ms) when every step is exact, else nil.
+-- ceil((units * 10^12 + pico) / per_ms), 0 <= pico < 10^12, when every
+-- step is exact and the result below 2^52; else nil.
 local function plain_ms(per_ms, units, pico)
-    if pico > 0 then
-        units, pico = units - 1, PICO - pico
-    end
     local rest = fmod(PICO, per_ms)
-    local whole = units * ((PICO - rest) / per_ms) -- at most the reply
+    local whole = units * ((PICO - rest) / per_ms)
     local excess = units * rest
-    if excess >= TWO52 then
+    if whole >= TWO52 or excess >= TWO52 then
         return nil
     end
     excess = excess + pico
@@ -1162,15 +1160,64 @@ local function plain_ms(per_ms, units, pico)
     return whole + (excess - r) / per_ms + (r > 0 and 1 or 0)
 end
 
-local function token_bucket_fast(key, argv)
-    local capacity, rate, now_text, count = argv[2], argv[3], argv[4], argv[5]
-    if #argv < 4 or #argv > 5 or #capacity > 15 or not find(capacity, '^[1-9][0-9]*$') then
+-- units * 10^12 - pico as (units, pico) with 0 <= pico < 10^12.
+local function minus(units, pico)
+    if pico > 0 then
+        return units - 1, PICO - pico
+    end
+    return units, 0
+end
+
+-- ceil(us / 1000)
+local function ceil_ms(us)
+    local r = fmod(us, 1000)
+    return (us - r) / 1000 + (r > 0 and 1 or 0)
+end
+
+-- A stored time: canonical digits below 2^53.
+local function plain_time(s)
+    if not s or #s > 16 or find(s, '^0.') then
         return nil
     end
-    capacity = tonumber(capacity)
-    rate = plain_micros(rate, 7)
-    -- rate * 1000 below 2^53; capacity / rate at most 10^12 s.
-    if not rate or rate == 0 or rate > 9007199254740 or (rate < 1000000000 and capacity > rate * 1000000) then
+    local t = tonumber(s)
+    return t < TWO53 and t or nil
+end
+
+-- A stored count: canonical digits below 10^15, 0 only when `zero`.
+local function plain_count(s, zero)
+    if not s or #s > 15 or find(s, zero and '^0.' or '^0') then
+        return nil
+    end
+    return tonumber(s)
+end
+
+-- A stored bucket amount in pico-units as (units, pico), or nil.
+local function plain_amount(s)
+    if not s or #s > 27 or find(s, '^0.') then
+        return nil
+    end
+    local units = #s > 12 and tonumber(s:sub(1, -13)) or 0
+    local pico = tonumber(s:sub(-12))
+    if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
+        return nil
+    end
+    return units, pico
+end
+
+local function amount_text(units, pico)
+    return units == 0 and format('%d', pico) or format('%d%012d', units, pico)
+end
+
+-- A single command's `a b now [n]` when all of it is plain: `a` an integer
+-- below 10^15, `b` a decimal of at most `digits` whole digits and 6
+-- decimals, `now` `*` or such a decimal below 2^53 microseconds.
+local function plain_call(argv, digits)
+    local size, b, now_text, count = argv[2], argv[3], argv[4], argv[5]
+    if #argv < 4 or #argv > 5 or #size > 15 or not find(size, '^[1-9][0-9]*$') then
+        return nil
+    end
+    local per = plain_micros(b, digits)
+    if not per then
         return nil
     end
     local n = 1
@@ -1189,24 +1236,40 @@ local function token_bucket_fast(key, argv)
             return nil
         end
     end
+    return tonumber(size), per, now, n
+end
+
+-- A bucket's rate: rate * 1000 below 2^53, capacity / rate at most 10^12 s.
+local function plain_rate(capacity, rate)
+    return rate > 0 and rate <= 9007199254740 and (rate >= 1000000000 or capacity <= rate * 1000000)
+end
+
+-- The stored string, false for a missing key, nil for another type.
+local function plain_get(key)
     local value = redis.pcall('GET', key)
+    if value and type(value) ~= 'string' then
+        return nil
+    end
+    return value
+end
+
+local FAST = {}
+
+FAST['RL.TOKENBUCKET'] = function(key, argv)
+    local capacity, rate, now, n = plain_call(argv, 7)
+    if not capacity or not plain_rate(capacity, rate) then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
     local units, pico = capacity, 0
-    local per_ms = rate * 1000
     if value then
-        if type(value) ~= 'string' then
-            return nil
-        end
         local _, _, tokens, last = find(value, '^rl1:tb:([0-9]+):([0-9]+)$')
-        if not tokens or #tokens > 27 or #last > 16 or find(tokens, '^0.') or find(last, '^0.') then
-            return nil
-        end
-        last = tonumber(last)
-        if last >= TWO53 then
-            return nil
-        end
-        units = #tokens > 12 and tonumber(tokens:sub(1, -13)) or 0
-        pico = tonumber(tokens:sub(-12))
-        if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
+        units, pico = plain_amount(tokens)
+        last = plain_time(last)
+        if not units or not last then
             return nil
         end
         if now < last then
@@ -1226,31 +1289,231 @@ local function token_bucket_fast(key, argv)
             return nil
         end
     end
-    local allowed, retry, reset, left_units, left_pico = 0, 0, nil, units, pico
+    local per_ms = rate * 1000
+    local allowed, retry, left = 0, 0, units
     if n > capacity then
         retry = -1
     elseif units < n then
-        retry = plain_ms(per_ms, n - units, pico)
+        retry = plain_ms(per_ms, minus(n - units, pico))
     else
-        allowed, left_units = 1, units - n
+        allowed, left = 1, units - n
     end
-    reset = plain_ms(per_ms, capacity - left_units, left_pico)
+    local reset = plain_ms(per_ms, minus(capacity - left, pico))
     if not reset or not retry then
         return nil
     end
     if allowed == 1 and n > 0 then
-        local tokens = left_units == 0 and format('%d', left_pico) or format('%d%012d', left_units, left_pico)
-        redis.call('SET', key, 'rl1:tb:' .. tokens .. ':' .. format('%d', now), 'PX', format('%d', reset))
+        local state = 'rl1:tb:' .. amount_text(left, pico) .. ':' .. format('%d', now)
+        redis.call('SET', key, state, 'PX', format('%d', reset))
     end
-    return { allowed, left_units, capacity, retry, reset }
+    return { allowed, left, capacity, retry, reset }
 end
 
-local name = ARGV[1]
-if #KEYS == 1 and (name == 'RL.TOKENBUCKET' or name == 'rl.tokenbucket') then
-    local reply = token_bucket_fast(KEYS[1], ARGV)
+FAST['RL.LEAKYBUCKET'] = function(key, argv)
+    local capacity, rate, now, n = plain_call(argv, 7)
+    if not capacity or not plain_rate(capacity, rate) then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local units, pico = 0, 0
+    if value then
+        local _, _, level, last = find(value, '^rl1:lb:([0-9]+):([0-9]+)$')
+        units, pico = plain_amount(level)
+        last = plain_time(last)
+        if not units or not last or units + pico == 0 then
+            return nil
+        end
+        if now < last then
+            now = last
+        end
+        local flow = (now - last) * rate
+        if flow < TWO52 then
+            if flow <= pico then
+                pico = pico - flow
+            else
+                local short = flow - pico
+                local r = fmod(short, PICO)
+                local borrow = (short - r) / PICO + (r > 0 and 1 or 0)
+                if borrow > units then
+                    units, pico = 0, 0
+                else
+                    units, pico = units - borrow, r > 0 and PICO - r or 0
+                end
+            end
+        elseif units < 4503 then
+            units, pico = 0, 0 -- 2^52 pico-units drain over 4503 units
+        else
+            return nil
+        end
+    end
+    local per_ms = rate * 1000
+    local queued = units + n
+    local wait = plain_ms(per_ms, units, pico)
+    if not wait or queued >= TWO53 then
+        return nil
+    end
+    local free = units >= capacity and 0 or capacity - units - (pico > 0 and 1 or 0)
+    if n > capacity then
+        return { 0, free, capacity, -1, wait, 0 }
+    end
+    if queued > capacity or (queued == capacity and pico > 0) then
+        local retry = plain_ms(per_ms, queued - capacity, pico)
+        if not retry then
+            return nil
+        end
+        return { 0, free, capacity, retry, wait, 0 }
+    end
+    local reset = plain_ms(per_ms, queued, pico)
+    if not reset then
+        return nil
+    end
+    if n > 0 then
+        local state = 'rl1:lb:' .. amount_text(queued, pico) .. ':' .. format('%d', now)
+        redis.call('SET', key, state, 'PX', format('%d', reset))
+    end
+    return { 1, capacity - queued - (pico > 0 and 1 or 0), capacity, 0, reset, wait }
+end
+
+FAST['RL.FIXEDWINDOW'] = function(key, argv)
+    local limit, window, now, n = plain_call(argv, 10)
+    if not limit or window < 1000 or now + 2 * window >= TWO53 then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local count = 0
+    if value then
+        local _, _, last, stored = find(value, '^rl1:fw:([0-9]+):([0-9]+)$')
+        last, stored = plain_time(last), plain_count(stored, false)
+        if not last or not stored then
+            return nil
+        end
+        if now < last then
+            now = last
+        end
+        if last - fmod(last, window) == now - fmod(now, window) then
+            count = stored
+        end
+    end
+    local to_end = ceil_ms(window - fmod(now, window))
+    local remaining = count < limit and limit - count or 0
+    if n > limit then
+        return { 0, remaining, limit, -1, count == 0 and 0 or to_end }
+    end
+    if count > limit - n then
+        return { 0, remaining, limit, to_end, to_end }
+    end
+    count = count + n
+    local reset = count == 0 and 0 or to_end
+    if n > 0 then
+        local state = 'rl1:fw:' .. format('%d', now) .. ':' .. format('%d', count)
+        redis.call('SET', key, state, 'PX', format('%d', reset))
+    end
+    return { 1, limit - count, limit, 0, reset }
+end
+
+-- ceil(a / b) for a >= 0, b >= 1.
+local function plain_ceil_div(a, b)
+    local r = fmod(a, b)
+    return (a - r) / b + (r > 0 and 1 or 0)
+end
+
+FAST['RL.SLIDINGWINDOW'] = function(key, argv)
+    local limit, window, now, n = plain_call(argv, 10)
+    if not limit or window < 1000 or now + 2 * window >= TWO53 then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local previous, current = 0, 0
+    local start = now - fmod(now, window)
+    if value then
+        local _, _, last, p, c = find(value, '^rl1:sw:([0-9]+):([0-9]+):([0-9]+)$')
+        last, p, c = plain_time(last), plain_count(p, true), plain_count(c, true)
+        if not last or not p or not c or p + c == 0 then
+            return nil
+        end
+        if now < last then
+            now = last
+            start = now - fmod(now, window)
+        end
+        local last_start = last - fmod(last, window)
+        if last_start == start then
+            previous, current = p, c
+        elseif last_start + window == start then
+            previous = c
+        end
+    end
+    -- With a previous count, every product below is at most this one:
+    -- exact below 2^52. Without, the estimate is the current count.
+    if now + 2 * window >= TWO53 or (previous > 0 and (previous + current + n + limit) * window >= TWO52) then
+        return nil
+    end
+    local to_edge = start + window - now
+    local weighed = previous * to_edge
+    local function remaining(c)
+        if previous == 0 then
+            return c < limit and limit - c or 0
+        end
+        local room = limit * window - weighed - c * window
+        return room > 0 and (room - fmod(room, window)) / window or 0
+    end
+    local function reset(c)
+        if previous == 0 and c == 0 then
+            return 0
+        end
+        return ceil_ms(c > 0 and to_edge + window or to_edge)
+    end
+    if n > limit then
+        return { 0, remaining(current), limit, -1, reset(current) }
+    end
+    local over
+    if previous == 0 then
+        over = current + n > limit
+    else
+        over = weighed + (current + n) * window > limit * window
+    end
+    if over then
+        local wait
+        local slack = limit - current - n
+        if slack >= 0 then
+            local excess = weighed - slack * window
+            wait = plain_ceil_div(excess > 0 and excess or 0, previous > 0 and previous or 1)
+            if wait >= to_edge then
+                wait = nil
+            end
+        end
+        if not wait then
+            local excess = current - (limit - n)
+            excess = excess > 0 and excess * window or 0
+            if excess >= TWO52 then
+                return nil
+            end
+            wait = to_edge + plain_ceil_div(excess, current > 0 and current or 1)
+        end
+        return { 0, remaining(current), limit, ceil_ms(wait), reset(current) }
+    end
+    current = current + n
+    local after = reset(current)
+    if n > 0 then
+        local state = 'rl1:sw:' .. format('%d', now) .. ':' .. format('%d', previous) .. ':' .. format('%d', current)
+        redis.call('SET', key, state, 'PX', format('%d', after))
+    end
+    return { 1, remaining(current), limit, 0, after }
+end
+
+local fast = #KEYS == 1 and FAST[string.upper(ARGV[1] or '')]
+if fast then
+    local reply = fast(KEYS[1], ARGV)
     if reply then
         return reply
     end
 end
-
 return general()
