@@ -1509,6 +1509,85 @@ FAST['RL.SLIDINGWINDOW'] = function(key, argv)
     return { 1, remaining(current), limit, 0, after }
 end
 
+FAST['RL.SLIDINGLOG'] = function(key, argv)
+    local limit, window, now, n = plain_call(argv, 10)
+    if not limit or window < 1000 then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local times, counts, runs, total, last = {}, {}, 0, 0, 0
+    if value then
+        if string.sub(value, 1, 7) ~= 'rl1:sl:' then
+            return nil
+        end
+        local position, length, at = 8, #value, 0
+        while true do
+            local _, stop, delta, count = find(value, '^([0-9]+):([0-9]+)', position)
+            delta, count = plain_time(delta), plain_count(count, false)
+            if not delta or not count then
+                return nil
+            end
+            at, total = at + delta, total + count
+            if at >= TWO53 or total > 9007199254740991 then
+                return nil
+            end
+            runs = runs + 1
+            times[runs], counts[runs] = at, count
+            if stop == length then
+                break
+            end
+            if string.sub(value, stop + 1, stop + 1) ~= ',' then
+                return nil
+            end
+            position = stop + 2
+        end
+        last = at
+        if now < last then
+            now = last
+        end
+    end
+    if now + 2 * window >= TWO53 then
+        return nil
+    end
+    -- Units at s count while s > now - window: the runs from `first` on.
+    local cutoff, first, gone = now + 1 - window, 1, 0
+    while first <= runs and times[first] < cutoff do
+        gone, first = gone + counts[first], first + 1
+    end
+    local count = total - gone
+    local reset = count == 0 and 0 or ceil_ms(last + window - now)
+    local remaining = count < limit and limit - count or 0
+    if n > limit then
+        return { 0, remaining, limit, -1, reset }
+    end
+    if count > limit - n then
+        -- Until enough of the oldest units have left.
+        local must, seen, retry = count - (limit - n), 0, reset
+        for i = first, runs do
+            seen = seen + counts[i]
+            if seen >= must then
+                retry = ceil_ms(times[i] + window - now)
+                break
+            end
+        end
+        return { 0, remaining, limit, retry, reset }
+    end
+    if n > 0 then
+        reset = ceil_ms(window)
+        local parts, previous = {}, 0
+        for i = first, runs do
+            parts[#parts + 1] = format('%d:%d', times[i] - previous, counts[i])
+            previous = times[i]
+        end
+        parts[#parts + 1] = format('%d:%d', now - previous, n)
+        redis.call('SET', key, 'rl1:sl:' .. table.concat(parts, ','), 'PX', format('%d', reset))
+    end
+    return { 1, remaining - n, limit, 0, reset }
+end
+
 local fast = #KEYS == 1 and FAST[string.upper(ARGV[1] or '')]
 if fast then
     local reply = fast(KEYS[1], ARGV)
