@@ -81,6 +81,7 @@ fn show(value: &Value) -> String {
         }
         Value::ServerError(e) => format!("{} {}", e.code(), e.details().unwrap_or("")),
         Value::Nil => "nil".into(),
+        Value::BulkString(bytes) => format!("\"{}\"", String::from_utf8_lossy(bytes)),
         other => format!("{other:?}"),
     }
 }
@@ -1090,4 +1091,37 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
     let reply = show(&raw_call(con, Some(&sha), &cross));
     assert!(reply.starts_with("CROSSSLOT"), "{reply}");
     let _ = dump;
+}
+
+/// The session of the README's "Any Redis (no module)", line by line, on
+/// a server without the module: each `> command` gives the line after it.
+#[test]
+fn the_readme_session_runs_as_shown() {
+    let readme = include_str!("../README.md");
+    let section = readme.split("## Any Redis (no module)").nth(1).expect("the README section");
+    let block = section.split("```").nth(1).expect("its session");
+    let server = start_without_module(&[]);
+    let con = &mut server.connect();
+    let mut sha = String::new();
+    let mut lines = block.lines().filter(|line| !line.trim().is_empty());
+    let mut ran = 0;
+    while let Some(line) = lines.next() {
+        let command = line.strip_prefix("> ").unwrap_or_else(|| panic!("not a command: {line}"));
+        let expected = lines.next().expect("a reply");
+        let reply = if command.starts_with("SCRIPT LOAD") {
+            sha = load_script(con);
+            "\"<sha1>\"".to_string()
+        } else {
+            let args: Vec<String> = command.split_whitespace().map(|a| a.replace("<sha1>", &sha)).collect();
+            let mut cmd = redis::cmd(&args[0]);
+            cmd.arg(&args[1..]);
+            match cmd.query::<Value>(con) {
+                Ok(value) => show(&value),
+                Err(e) => format!("(error) {} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+            }
+        };
+        assert_eq!(reply, expected, "{command}");
+        ran += 1;
+    }
+    assert_eq!(ran, 7);
 }
