@@ -34,6 +34,13 @@
 -- a fresh limiter is no key. A value is checked when read: a string that is
 -- not a state of this algorithm is WRONGTYPE, a damaged one an ERR, and a
 -- key of the module's own type an error that names both modes.
+--
+-- This file: general() holds the exact code of every command (its COMMANDS
+-- table dispatches by name: a new command is one more entry there). Redis
+-- runs a script's whole text on every call, so general() is only built
+-- when a call needs it; before it, FAST holds the single-key commands in
+-- plain doubles, each taken only when every value it meets stays below
+-- 2^53 and returning nil (nothing read changed, nothing written) otherwise.
 
 if redis.replicate_commands then
     redis.replicate_commands() -- effects replication (Redis before 7: TIME)
