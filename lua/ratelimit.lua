@@ -42,18 +42,126 @@
 -- plain doubles, each taken only when every value it meets stays below
 -- 2^53 and returning nil (nothing read changed, nothing written) otherwise.
 
-if redis.replicate_commands then
-    redis.replicate_commands() -- effects replication (Redis before 7: TIME)
-end
-
 -- The server's clock in Unix microseconds, read once per call.
 local server_time
 local function server_now()
     if not server_time then
+        -- Writes after TIME are replicated by their effects (Redis 6.2 may
+        -- be set to replicate scripts verbatim; 7 and later always do this).
+        if redis.replicate_commands then
+            redis.replicate_commands()
+        end
         local t = redis.call('TIME')
         server_time = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     return server_time
+end
+
+-- The token bucket, the most used limiter, first and inline: a call that
+-- it answers builds nothing else. Plain doubles, taken only where every
+-- value stays exact (the rest of the file says how); tokens are whole units
+-- and a pico-unit fraction, as the stored decimal splits at its twelfth
+-- digit from the right. Anything else breaks out to the code below.
+if #KEYS == 1 and (ARGV[1] == 'RL.TOKENBUCKET' or ARGV[1] == 'rl.tokenbucket') and (#ARGV == 4 or #ARGV == 5) then
+    local find, tonumber, fmod, format = string.find, tonumber, math.fmod, string.format
+    local TWO52, PICO = 4503599627370496, 1000000000000
+    local key, capacity, rate, now, n = KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5] or '1'
+    repeat
+        if #capacity > 15 or not find(capacity, '^[1-9][0-9]*$') or #n > 15 or not find(n, '^[0-9]+$') then
+            break
+        end
+        capacity, n = tonumber(capacity), tonumber(n)
+        local _, _, whole, fraction = find(rate, '^([0-9]+)%.?([0-9]*)$')
+        if not whole or #whole > 7 or #fraction > 6 then
+            break
+        end
+        rate = tonumber(whole .. fraction .. string.sub('000000', #fraction + 1))
+        -- rate * 1000 below 2^53; capacity / rate at most 10^12 s.
+        if rate == 0 or rate > 9007199254740 or (rate < 1000000000 and capacity > rate * 1000000) then
+            break
+        end
+        if now == '*' then
+            now = server_now()
+        else
+            _, _, whole, fraction = find(now, '^([0-9]+)%.?([0-9]*)$')
+            if not whole or #whole > 10 or #fraction > 6 then
+                break
+            end
+            now = tonumber(whole .. fraction .. string.sub('000000', #fraction + 1))
+            if now > 9007199254740991 then
+                break
+            end
+        end
+        local value = redis.pcall('GET', key)
+        local units, pico = capacity, 0
+        if value then
+            if type(value) ~= 'string' then
+                break
+            end
+            local tokens, last
+            _, _, tokens, last = find(value, '^rl1:tb:([0-9]+):([0-9]+)$')
+            -- Only canonical digits (a leading 0 is a damaged value).
+            if not tokens or #tokens > 27 or #last > 16 or (#tokens > 1 and string.byte(tokens) == 48)
+                or (#last > 1 and string.byte(last) == 48) then
+                break
+            end
+            last = tonumber(last)
+            units = #tokens > 12 and tonumber(string.sub(tokens, 1, -13)) or 0
+            pico = tonumber(string.sub(tokens, -12))
+            if last > 9007199254740991 or units > 9007199254740990 then
+                break
+            end
+            if now < last then
+                now = last
+            end
+            local flow = (now - last) * rate
+            if flow < TWO52 then
+                local sum = pico + flow
+                pico = fmod(sum, PICO)
+                units = units + (sum - pico) / PICO
+                if units > capacity or (units == capacity and pico > 0) then
+                    units, pico = capacity, 0
+                end
+            elseif units + 4503 >= capacity then
+                units, pico = capacity, 0 -- 2^52 pico-units fill over 4503 units
+            else
+                break
+            end
+        end
+        -- ceil((short * 10^12 - pico) / (rate * 1000)), exact or nil.
+        local per_ms = rate * 1000
+        local rest = fmod(PICO, per_ms)
+        local step = (PICO - rest) / per_ms
+        local function ms_for(short, less)
+            if less > 0 then
+                short, less = short - 1, PICO - less
+            end
+            local whole_ms, excess = short * step, short * rest
+            if whole_ms >= TWO52 or excess >= TWO52 then
+                return nil
+            end
+            excess = excess + less
+            local r = fmod(excess, per_ms)
+            return whole_ms + (excess - r) / per_ms + (r > 0 and 1 or 0)
+        end
+        local allowed, retry, left = 0, 0, units
+        if n > capacity then
+            retry = -1
+        elseif units < n then
+            retry = ms_for(n - units, pico)
+        else
+            allowed, left = 1, units - n
+        end
+        local reset = ms_for(capacity - left, pico)
+        if not reset or not retry then
+            break
+        end
+        if allowed == 1 and n > 0 then
+            local tokens = left == 0 and format('%d', pico) or format('%d%012d', left, pico)
+            redis.call('SET', key, 'rl1:tb:' .. tokens .. ':' .. format('%d', now), 'PX', format('%d', reset))
+        end
+        return { allowed, left, capacity, retry, reset }
+    until true
 end
 
 -- Every command, exactly, on any value in the module's ranges. Built only
@@ -1261,60 +1369,6 @@ local function plain_get(key)
 end
 
 local FAST = {}
-
-FAST['RL.TOKENBUCKET'] = function(key, argv)
-    local capacity, rate, now, n = plain_call(argv, 7)
-    if not capacity or not plain_rate(capacity, rate) then
-        return nil
-    end
-    local value = plain_get(key)
-    if value == nil then
-        return nil
-    end
-    local units, pico = capacity, 0
-    if value then
-        local _, _, tokens, last = find(value, '^rl1:tb:([0-9]+):([0-9]+)$')
-        units, pico = plain_amount(tokens)
-        last = plain_time(last)
-        if not units or not last then
-            return nil
-        end
-        if now < last then
-            now = last
-        end
-        local flow = (now - last) * rate
-        if flow < TWO52 then
-            local sum = pico + flow
-            pico = fmod(sum, PICO)
-            units = units + (sum - pico) / PICO
-            if units > capacity or (units == capacity and pico > 0) then
-                units, pico = capacity, 0
-            end
-        elseif units + 4503 >= capacity then
-            units, pico = capacity, 0 -- 2^52 pico-units fill over 4503 units
-        else
-            return nil
-        end
-    end
-    local per_ms = rate * 1000
-    local allowed, retry, left = 0, 0, units
-    if n > capacity then
-        retry = -1
-    elseif units < n then
-        retry = plain_ms(per_ms, minus(n - units, pico))
-    else
-        allowed, left = 1, units - n
-    end
-    local reset = plain_ms(per_ms, minus(capacity - left, pico))
-    if not reset or not retry then
-        return nil
-    end
-    if allowed == 1 and n > 0 then
-        local state = 'rl1:tb:' .. amount_text(left, pico) .. ':' .. format('%d', now)
-        redis.call('SET', key, state, 'PX', format('%d', reset))
-    end
-    return { allowed, left, capacity, retry, reset }
-end
 
 FAST['RL.LEAKYBUCKET'] = function(key, argv)
     local capacity, rate, now, n = plain_call(argv, 7)
