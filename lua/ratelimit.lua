@@ -75,7 +75,14 @@ if #KEYS == 1 and (ARGV[1] == 'RL.TOKENBUCKET' or ARGV[1] == 'rl.tokenbucket') a
         if not whole or #whole > 7 or #fraction > 6 then
             break
         end
-        rate = tonumber(whole .. fraction .. string.sub('000000', #fraction + 1))
+        rate = tonumber(whole) * 1000000
+        if fraction ~= '' then
+            local scale = 1
+            for _ = #fraction, 5 do
+                scale = scale * 10
+            end
+            rate = rate + tonumber(fraction) * scale
+        end
         -- rate * 1000 below 2^53; capacity / rate at most 10^12 s.
         if rate == 0 or rate > 9007199254740 or (rate < 1000000000 and capacity > rate * 1000000) then
             break
@@ -87,7 +94,14 @@ if #KEYS == 1 and (ARGV[1] == 'RL.TOKENBUCKET' or ARGV[1] == 'rl.tokenbucket') a
             if not whole or #whole > 10 or #fraction > 6 then
                 break
             end
-            now = tonumber(whole .. fraction .. string.sub('000000', #fraction + 1))
+            now = tonumber(whole) * 1000000 -- rounds up to 2^53 and past if it passes
+            if fraction ~= '' then
+                local scale = 1
+                for _ = #fraction, 5 do
+                    scale = scale * 10
+                end
+                now = now + tonumber(fraction) * scale
+            end
             if now > 9007199254740991 then
                 break
             end

@@ -229,6 +229,10 @@ define_commands() {
   rl=$(cli -x script load <lua/ratelimit.lua)
   define "script RL.TOKENBUCKET" 1 "EVALSHA $rl 1 stb:__rand_int__ RL.TOKENBUCKET 1000000 0.001 * 1" \
     "EVALSHA $rl 1 stb:one RL.TOKENBUCKET 1 0.000001 * 1"
+  # As the seed's script is called: the time given by the caller.
+  define "script RL.TOKENBUCKET (now given)" 1 \
+    "EVALSHA $rl 1 stn:__rand_int__ RL.TOKENBUCKET 1000000 0.001 $now 1" \
+    "EVALSHA $rl 1 stn:one RL.TOKENBUCKET 1 0.000001 $now 1"
   define "script RL.LEAKYBUCKET" 1 "EVALSHA $rl 1 slb:__rand_int__ RL.LEAKYBUCKET 1000000 0.001 * 1" \
     "EVALSHA $rl 1 slb:one RL.LEAKYBUCKET 1 0.000001 * 1"
   local algorithm
