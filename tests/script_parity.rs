@@ -27,7 +27,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use redis::Value;
 
-use common::{Server, dump, node_serving, start_cluster_without_module, start_without_module};
+use common::{Server, node_serving, start_cluster_without_module, start_without_module};
 
 const SCRIPT: &str = include_str!("../lua/ratelimit.lua");
 const MAX_UNITS: u64 = (1 << 53) - 1;
@@ -246,7 +246,12 @@ fn span_us(limit: &Limit) -> u64 {
 
 /// One key's random sequence of calls, given times only, with up to two
 /// more keys (of their own algorithms) that RL.MULTI calls combine with it.
-fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length: usize) -> Vec<Call> {
+fn random_sequence(
+    rng: &mut StdRng,
+    tag: &str,
+    algorithm: &'static str,
+    length: usize,
+) -> Vec<Call> {
     let mut keys = vec![(format!("{{{tag}}}:main"), random_limit(rng, algorithm))];
     for side in 0..rng.gen_range(0..=2) {
         let other = ALGORITHMS.choose(rng).unwrap();
@@ -291,7 +296,13 @@ fn random_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length:
 /// `slow`: counts from 0 to 3 and never another algorithm than the key's
 /// (whose parameters, a window taken for a rate, would expire the key
 /// within milliseconds).
-fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds: bool, slow: bool) -> Call {
+fn random_call(
+    rng: &mut StdRng,
+    keys: &[(String, Limit)],
+    now: String,
+    refunds: bool,
+    slow: bool,
+) -> Call {
     let op = match rng.gen_range(0..20) {
         0..=10 => Op::Take,
         11..=12 => Op::Peek,
@@ -317,7 +328,8 @@ fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds:
             if !slow && rng.gen_range(0..100) == 0 {
                 limit.algorithm = ALGORITHMS.choose(rng).unwrap();
             }
-            let n = if slow { rng.gen_range(0..4).to_string() } else { random_count(rng, &limit.a) };
+            let n =
+                if slow { rng.gen_range(0..4).to_string() } else { random_count(rng, &limit.a) };
             (key.clone(), limit, n)
         })
         .collect();
@@ -337,8 +349,13 @@ fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds:
     let (key, limit, n) = &specs[0];
     let args: Vec<String> = match op {
         Op::Take => {
-            let mut args =
-                vec![format!("RL.{}", limit.algorithm), key.clone(), limit.a.clone(), limit.b.clone(), now];
+            let mut args = vec![
+                format!("RL.{}", limit.algorithm),
+                key.clone(),
+                limit.a.clone(),
+                limit.b.clone(),
+                now,
+            ];
             // n left out means 1.
             if !(n == "1" && rng.gen_range(0..3) == 0) {
                 args.push(n.clone());
@@ -373,7 +390,12 @@ fn random_call(rng: &mut StdRng, keys: &[(String, Limit)], now: String, refunds:
             args.extend(keys.iter().cloned());
             args.push(now);
             for (_, limit, n) in &specs {
-                args.extend([limit.algorithm.to_string(), limit.a.clone(), limit.b.clone(), n.clone()]);
+                args.extend([
+                    limit.algorithm.to_string(),
+                    limit.a.clone(),
+                    limit.b.clone(),
+                    n.clone(),
+                ]);
             }
             args
         }
@@ -511,7 +533,12 @@ fn check_expiry(
                     show(&answer.reply)
                 ),
                 None => {
-                    assert_eq!(*at, previous, "{mode}: {call:?} -> {} changed the expiry", show(&answer.reply))
+                    assert_eq!(
+                        *at,
+                        previous,
+                        "{mode}: {call:?} -> {} changed the expiry",
+                        show(&answer.reply)
+                    )
                 }
             }
             expiry.insert(key.clone(), *at);
@@ -565,7 +592,13 @@ fn compare_exactly(
             break;
         }
         for (key, (&a, &b)) in call.keys.iter().zip(m.expiry.iter().zip(&s.expiry)) {
-            let earliest = if a == -2 { b } else if b == -2 { a } else { a.min(b) };
+            let earliest = if a == -2 {
+                b
+            } else if b == -2 {
+                a
+            } else {
+                a.min(b)
+            };
             expiry.insert(key, earliest);
         }
         let wide = past_2_53(&m.reply);
@@ -626,7 +659,12 @@ fn random_sequences_on_given_times_agree_exactly() {
 /// last update and so counts as no time passed: `*` gets one exact answer.
 /// Every key is created first by a take at a given time; no refund (one
 /// could delete a key, and a missing key would take the real clock).
-fn random_star_sequence(rng: &mut StdRng, tag: &str, algorithm: &'static str, length: usize) -> Vec<Call> {
+fn random_star_sequence(
+    rng: &mut StdRng,
+    tag: &str,
+    algorithm: &'static str,
+    length: usize,
+) -> Vec<Call> {
     let mut keys = vec![(format!("{{{tag}}}:main"), random_limit(rng, algorithm))];
     for side in 0..rng.gen_range(0..=2) {
         let other = ALGORITHMS.choose(rng).unwrap();
@@ -775,7 +813,13 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
                 ("module", &m, module_clock, &mut module_expiry),
                 ("script", &s, script_clock, &mut script_expiry),
             ] {
-                check_expiry(mode, std::slice::from_ref(&call), std::slice::from_ref(answer), clock, seen);
+                check_expiry(
+                    mode,
+                    std::slice::from_ref(&call),
+                    std::slice::from_ref(answer),
+                    clock,
+                    seen,
+                );
             }
             checked += 1;
         }
@@ -851,17 +895,50 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
     let mut cases: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut add = |parts: &[&[u8]]| cases.push(parts.iter().map(|p| p.to_vec()).collect());
     let firsts: [&[u8]; 13] = [
-        b"nan", b"inf", b"1e400", b"-1", b"0", b"", b"1.5", b"\xff", b"9007199254740992",
-        b"18446744073709551616", b"99999999999999999999999", b" 10", b"+1",
+        b"nan",
+        b"inf",
+        b"1e400",
+        b"-1",
+        b"0",
+        b"",
+        b"1.5",
+        b"\xff",
+        b"9007199254740992",
+        b"18446744073709551616",
+        b"99999999999999999999999",
+        b" 10",
+        b"+1",
     ];
     let seconds: [&[u8]; 16] = [
-        b"nan", b"inf", b"-inf", b"1e400", b"-1", b"0", b"", b"\xc3\x28", b"0.0000004",
-        b"99999999999999999999", b"1000000000000.000001", b"0.0009", b"1e3", b".", b"1..2",
+        b"nan",
+        b"inf",
+        b"-inf",
+        b"1e400",
+        b"-1",
+        b"0",
+        b"",
+        b"\xc3\x28",
+        b"0.0000004",
+        b"99999999999999999999",
+        b"1000000000000.000001",
+        b"0.0009",
+        b"1e3",
+        b".",
+        b"1..2",
         b"1,5",
     ];
     let nows: [&[u8]; 11] = [
-        b"nan", b"inf", b"-1", b"1e400", b"", b"**", b"\xff\xfe", b"1700000000,5",
-        b"253402300800", b"253402300799.9999995", b"000000000000000000001",
+        b"nan",
+        b"inf",
+        b"-1",
+        b"1e400",
+        b"",
+        b"**",
+        b"\xff\xfe",
+        b"1700000000,5",
+        b"253402300800",
+        b"253402300799.9999995",
+        b"000000000000000000001",
     ];
     let counts: [&[u8]; 8] =
         [b"1.5", b"-1", b"nan", b"", b"18446744073709551616", b"9007199254740992", b"\x80", b"1e3"];
@@ -939,23 +1016,81 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"0", second, b"1"]);
         add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second, b"-1"]);
         add(&[
-            b"RL.MULTI", b"2", key, key, b"*", algorithm, b"10", second, b"1", algorithm, b"10",
-            second, b"1",
+            b"RL.MULTI",
+            b"2",
+            key,
+            key,
+            b"*",
+            algorithm,
+            b"10",
+            second,
+            b"1",
+            algorithm,
+            b"10",
+            second,
+            b"1",
         ]);
         // The limits' arguments before `now`, before repeated keys.
         add(&[
-            b"RL.MULTI", b"2", key, key, b"x", algorithm, b"10", second, b"1", algorithm, b"0",
-            second, b"1",
+            b"RL.MULTI",
+            b"2",
+            key,
+            key,
+            b"x",
+            algorithm,
+            b"10",
+            second,
+            b"1",
+            algorithm,
+            b"0",
+            second,
+            b"1",
         ]);
-        add(&[b"RL.MULTI", b"2", key, key, b"x", algorithm, b"10", second, b"1", algorithm, b"10", second, b"1"]);
+        add(&[
+            b"RL.MULTI",
+            b"2",
+            key,
+            key,
+            b"x",
+            algorithm,
+            b"10",
+            second,
+            b"1",
+            algorithm,
+            b"10",
+            second,
+            b"1",
+        ]);
         // Every key's type before anything changes: the fresh key first.
         add(&[
-            b"RL.MULTI", b"2", b"fresh", b"string", b"*", algorithm, b"10", second, b"1",
-            algorithm, b"10", second, b"1",
+            b"RL.MULTI",
+            b"2",
+            b"fresh",
+            b"string",
+            b"*",
+            algorithm,
+            b"10",
+            second,
+            b"1",
+            algorithm,
+            b"10",
+            second,
+            b"1",
         ]);
         add(&[
-            b"RL.MULTI", b"2", b"fresh", b"tb", b"*", algorithm, b"10", second, b"1", b"SLIDINGLOG",
-            b"10", b"10", b"1",
+            b"RL.MULTI",
+            b"2",
+            b"fresh",
+            b"tb",
+            b"*",
+            algorithm,
+            b"10",
+            second,
+            b"1",
+            b"SLIDINGLOG",
+            b"10",
+            b"10",
+            b"1",
         ]);
     }
     assert!(cases.len() >= 400, "{} cases", cases.len());
@@ -963,11 +1098,20 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         let parts: Vec<&[u8]> = case.iter().map(|p| p.as_slice()).collect();
         let ours = raw_call(module, None, &parts);
         let theirs = raw_call(script, Some(&modes.sha), &parts);
-        let printable: Vec<String> = parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
-        assert!(matches!(ours, Value::ServerError(_)), "{printable:?}: the module answered {}", show(&ours));
+        let printable: Vec<String> =
+            parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
+        assert!(
+            matches!(ours, Value::ServerError(_)),
+            "{printable:?}: the module answered {}",
+            show(&ours)
+        );
         assert_eq!(show(&theirs), show(&ours), "{printable:?}");
     }
-    assert_eq!((snapshot(module, &keys), snapshot(script, &keys)), before, "a bad call changed a key");
+    assert_eq!(
+        (snapshot(module, &keys), snapshot(script, &keys)),
+        before,
+        "a bad call changed a key"
+    );
 }
 
 /// What only script mode can meet: a string that holds script state of
@@ -1007,12 +1151,20 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
         ("FIXEDWINDOW", "tokens=5", WRONGTYPE),
     ];
     for (algorithm, value, expected) in cases {
-        let _: () = redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
+        let _: () =
+            redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
         let before = snapshot(script, &["k"]);
         let second = if is_bucket(algorithm) { "1" } else { "10" };
         for call in [
             vec![format!("RL.{algorithm}"), "k".into(), "10".into(), second.into(), "*".into()],
-            vec!["RL.PEEK".into(), "k".into(), algorithm.into(), "10".into(), second.into(), "*".into()],
+            vec![
+                "RL.PEEK".into(),
+                "k".into(),
+                algorithm.into(),
+                "10".into(),
+                second.into(),
+                "*".into(),
+            ],
             vec![
                 "RL.REFUND".into(),
                 "k".into(),
@@ -1086,12 +1238,22 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
     assert!(compared >= 2500, "{compared} calls compared");
     let con = &mut nodes[0].connect();
     let cross: Vec<&[u8]> = vec![
-        b"RL.MULTI", b"2", b"{a}:x", b"{b}:x", b"*", b"TOKENBUCKET", b"1", b"1", b"1", b"FIXEDWINDOW",
-        b"1", b"1", b"1",
+        b"RL.MULTI",
+        b"2",
+        b"{a}:x",
+        b"{b}:x",
+        b"*",
+        b"TOKENBUCKET",
+        b"1",
+        b"1",
+        b"1",
+        b"FIXEDWINDOW",
+        b"1",
+        b"1",
+        b"1",
     ];
     let reply = show(&raw_call(con, Some(&sha), &cross));
     assert!(reply.starts_with("CROSSSLOT"), "{reply}");
-    let _ = dump;
 }
 
 /// The session of the README's "Any Redis (no module)", line by line, on
@@ -1113,12 +1275,15 @@ fn the_readme_session_runs_as_shown() {
             sha = load_script(con);
             "\"<sha1>\"".to_string()
         } else {
-            let args: Vec<String> = command.split_whitespace().map(|a| a.replace("<sha1>", &sha)).collect();
+            let args: Vec<String> =
+                command.split_whitespace().map(|a| a.replace("<sha1>", &sha)).collect();
             let mut cmd = redis::cmd(&args[0]);
             cmd.arg(&args[1..]);
             match cmd.query::<Value>(con) {
                 Ok(value) => show(&value),
-                Err(e) => format!("(error) {} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+                Err(e) => {
+                    format!("(error) {} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""))
+                }
             }
         };
         assert_eq!(reply, expected, "{command}");
