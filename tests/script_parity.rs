@@ -1291,3 +1291,34 @@ fn the_readme_session_runs_as_shown() {
     }
     assert_eq!(ran, 7);
 }
+
+/// The one corner where script mode is narrower: a leaky bucket whose
+/// queue (16,562,844 units, left by a capacity of 18,446,745) is far
+/// longer than the call's capacity (2), at 0.000001 a second, waits
+/// 1.66 * 10^16 ms, past the 2^53 that Lua returns exactly. The module
+/// replies the figure; script mode refuses the take, the look and the
+/// refund with REPLY_RANGE and changes nothing (the module's refund does).
+#[test]
+fn replies_past_2_53_are_refused_and_change_nothing() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let fill = ["RL.LEAKYBUCKET", "q", "18446745", "0.011593", "1000", "16562844"];
+    let fill: Vec<&[u8]> = fill.iter().map(|a| a.as_bytes()).collect();
+    let filled = show(&raw_call(module, None, &fill));
+    assert_eq!(filled, "[1, 1883901, 18446745, 0, 1428693521953, 0]");
+    assert_eq!(show(&raw_call(script, Some(&modes.sha), &fill)), filled);
+    let before = snapshot(script, &["q"]);
+    for call in [
+        &["RL.LEAKYBUCKET", "q", "2", "0.000001", "1000", "1"][..],
+        &["RL.LEAKYBUCKET", "q", "2", "0.000001", "1000", "0"],
+        &["RL.PEEK", "q", "LEAKYBUCKET", "2", "0.000001", "1000"],
+        &["RL.MULTI", "1", "q", "1000", "LEAKYBUCKET", "2", "0.000001", "1"],
+        &["RL.REFUND", "q", "LEAKYBUCKET", "2", "0.000001", "1000", "1"],
+    ] {
+        let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        let ours = raw_call(module, None, &parts);
+        assert!(past_2_53(&ours), "{call:?}: the module replied {}", show(&ours));
+        assert_eq!(show(&raw_call(script, Some(&modes.sha), &parts)), REPLY_RANGE, "{call:?}");
+        assert_eq!(snapshot(script, &["q"]), before, "{call:?} changed the key");
+    }
+}
