@@ -1326,13 +1326,14 @@ fn replies_past_2_53_are_refused_and_change_nothing() {
 /// Random arguments, valid or not, from a pool of tokens (numbers at and
 /// past every bound, decimals in odd spellings, bytes that are not ASCII,
 /// names in any case), each call on a key of its own: script mode answers
-/// exactly as the module, so no input reaches a Lua error of its own.
+/// exactly as the module, so no input reaches a Lua error of its own. (No
+/// `*`: on a fresh key a window's reply depends on the instant.)
 #[test]
 fn random_arguments_get_the_module_replies() {
     let modes = modes();
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0xf022);
-    let tokens: [&[u8]; 40] = [
+    let tokens: [&[u8]; 39] = [
         b"0",
         b"1",
         b"2",
@@ -1351,7 +1352,6 @@ fn random_arguments_get_the_module_replies() {
         b"1e3",
         b"nan",
         b"inf",
-        b"*",
         b"**",
         b"0.000001",
         b"0.0000005",
