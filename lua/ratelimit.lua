@@ -1382,9 +1382,74 @@ local function plain_get(key)
     return value
 end
 
+-- Sets the key to `state`, expiring in `reset` ms; with a `plan` (RL.MULTI,
+-- which writes only when every limit admits) the write is kept for later.
+local function put(plan, key, state, reset)
+    if plan then
+        plan[#plan + 1] = { key, state, reset }
+    else
+        redis.call('SET', key, state, 'PX', format('%d', reset))
+    end
+end
+
 local FAST = {}
 
-FAST['RL.LEAKYBUCKET'] = function(key, argv)
+-- The token bucket again, as RL.MULTI's limits need it (a single
+-- RL.TOKENBUCKET is answered at the top of the file).
+FAST['RL.TOKENBUCKET'] = function(key, argv, plan)
+    local capacity, rate, now, n = plain_call(argv, 7)
+    if not capacity or not plain_rate(capacity, rate) then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local units, pico = capacity, 0
+    if value then
+        local _, _, tokens, last = find(value, '^rl1:tb:([0-9]+):([0-9]+)$')
+        units, pico = plain_amount(tokens)
+        last = plain_time(last)
+        if not units or not last then
+            return nil
+        end
+        if now < last then
+            now = last
+        end
+        local flow = (now - last) * rate
+        if flow < TWO52 then
+            local sum = pico + flow
+            pico = fmod(sum, PICO)
+            units = units + (sum - pico) / PICO
+            if units > capacity or (units == capacity and pico > 0) then
+                units, pico = capacity, 0
+            end
+        elseif units + 4503 >= capacity then
+            units, pico = capacity, 0
+        else
+            return nil
+        end
+    end
+    local per_ms = rate * 1000
+    local allowed, retry, left = 0, 0, units
+    if n > capacity then
+        retry = -1
+    elseif units < n then
+        retry = plain_ms(per_ms, minus(n - units, pico))
+    else
+        allowed, left = 1, units - n
+    end
+    local reset = plain_ms(per_ms, minus(capacity - left, pico))
+    if not reset or not retry then
+        return nil
+    end
+    if allowed == 1 and n > 0 then
+        put(plan, key, 'rl1:tb:' .. amount_text(left, pico) .. ':' .. format('%d', now), reset)
+    end
+    return { allowed, left, capacity, retry, reset }
+end
+
+FAST['RL.LEAKYBUCKET'] = function(key, argv, plan)
     local capacity, rate, now, n = plain_call(argv, 7)
     if not capacity or not plain_rate(capacity, rate) then
         return nil
@@ -1447,12 +1512,12 @@ FAST['RL.LEAKYBUCKET'] = function(key, argv)
     end
     if n > 0 then
         local state = 'rl1:lb:' .. amount_text(queued, pico) .. ':' .. format('%d', now)
-        redis.call('SET', key, state, 'PX', format('%d', reset))
+        put(plan, key, state, reset)
     end
     return { 1, capacity - queued - (pico > 0 and 1 or 0), capacity, 0, reset, wait }
 end
 
-FAST['RL.FIXEDWINDOW'] = function(key, argv)
+FAST['RL.FIXEDWINDOW'] = function(key, argv, plan)
     local limit, window, now, n = plain_call(argv, 10)
     if not limit or window < 1000 or now + 2 * window >= TWO53 then
         return nil
@@ -1487,7 +1552,7 @@ FAST['RL.FIXEDWINDOW'] = function(key, argv)
     local reset = count == 0 and 0 or to_end
     if n > 0 then
         local state = 'rl1:fw:' .. format('%d', now) .. ':' .. format('%d', count)
-        redis.call('SET', key, state, 'PX', format('%d', reset))
+        put(plan, key, state, reset)
     end
     return { 1, limit - count, limit, 0, reset }
 end
@@ -1498,7 +1563,7 @@ local function plain_ceil_div(a, b)
     return (a - r) / b + (r > 0 and 1 or 0)
 end
 
-FAST['RL.SLIDINGWINDOW'] = function(key, argv)
+FAST['RL.SLIDINGWINDOW'] = function(key, argv, plan)
     local limit, window, now, n = plain_call(argv, 10)
     if not limit or window < 1000 or now + 2 * window >= TWO53 then
         return nil
@@ -1579,12 +1644,12 @@ FAST['RL.SLIDINGWINDOW'] = function(key, argv)
     local after = reset(current)
     if n > 0 then
         local state = 'rl1:sw:' .. format('%d', now) .. ':' .. format('%d', previous) .. ':' .. format('%d', current)
-        redis.call('SET', key, state, 'PX', format('%d', after))
+        put(plan, key, state, after)
     end
     return { 1, remaining(current), limit, 0, after }
 end
 
-FAST['RL.SLIDINGLOG'] = function(key, argv)
+FAST['RL.SLIDINGLOG'] = function(key, argv, plan)
     local limit, window, now, n = plain_call(argv, 10)
     if not limit or window < 1000 then
         return nil
@@ -1658,9 +1723,79 @@ FAST['RL.SLIDINGLOG'] = function(key, argv)
             previous = times[i]
         end
         parts[#parts + 1] = format('%d:%d', now - previous, n)
-        redis.call('SET', key, 'rl1:sl:' .. table.concat(parts, ','), 'PX', format('%d', reset))
+        put(plan, key, 'rl1:sl:' .. table.concat(parts, ','), reset)
     end
     return { 1, remaining - n, limit, 0, reset }
+end
+
+-- RL.MULTI from the limits' fast paths, run dry: every limit decides on
+-- what it reads, and only when all of them admit are their writes made.
+-- Anything a fast path does not take goes to general() with nothing
+-- written.
+local function multi_fast(keys, argv)
+    local k = #keys
+    if k == 0 or #argv ~= 2 + 4 * k then
+        return nil
+    end
+    local now, seen, limits, plan, replies = argv[2], {}, {}, {}, {}
+    local allowed = true
+    for i = 1, k do
+        if seen[keys[i]] then
+            return nil
+        end
+        seen[keys[i]] = true
+        local at = 3 + 4 * (i - 1)
+        local name = 'RL.' .. string.upper(argv[at])
+        local fast = FAST[name]
+        if not fast then
+            return nil
+        end
+        limits[i] = { fast, { name, argv[at + 1], argv[at + 2], now, argv[at + 3] } }
+        local reply = fast(keys[i], limits[i][2], plan)
+        if not reply then
+            return nil
+        end
+        replies[i] = reply
+        allowed = allowed and reply[1] == 1
+    end
+    if allowed then
+        for i = 1, #plan do
+            local write = plan[i]
+            redis.call('SET', write[1], write[2], 'PX', format('%d', write[3]))
+        end
+        local reply = { 1, 0 }
+        for i = 1, k do
+            reply[2 + i] = replies[i]
+        end
+        return reply
+    end
+    -- Nothing is taken: a limit that would admit reports its state as a
+    -- look (n = 0) does.
+    local retry, reply = 0, { 0, 0 }
+    for i = 1, k do
+        if replies[i][1] == 1 then
+            local call = limits[i][2]
+            call[5] = '0'
+            replies[i] = limits[i][1](keys[i], call, {})
+            if not replies[i] then
+                return nil
+            end
+        end
+        local wait = replies[i][4]
+        if retry ~= -1 then
+            retry = wait == -1 and -1 or (wait > retry and wait or retry)
+        end
+        reply[2 + i] = replies[i]
+    end
+    reply[2] = retry
+    return reply
+end
+
+if string.upper(ARGV[1] or '') == 'RL.MULTI' then
+    local reply = multi_fast(KEYS, ARGV)
+    if reply then
+        return reply
+    end
 end
 
 local fast = #KEYS == 1 and FAST[string.upper(ARGV[1] or '')]
