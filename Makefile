@@ -55,11 +55,12 @@ run: build
 	redis-server redis.conf.example --port $(PORT)
 
 # usec_per_call of every command on new keys, 1000 warm keys and one denied
-# key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA and
-# redis-cell, medians of 3 interleaved rounds; memory per key; a CSV and
-# docs/bench.svg (scripts/bench.sh; about 7 minutes). REDIS_SERVER picks
-# the server, CELL_MODULE a redis-cell build (the one in ../shared/peers
-# when there is one, else redis-cell from the crates registry).
+# key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA,
+# redis-cell and script mode (lua/ratelimit.lua), medians of 3 interleaved
+# rounds; memory per key; a CSV and docs/bench.svg (scripts/bench.sh).
+# REDIS_SERVER picks the server, CELL_MODULE a redis-cell build (the one in
+# ../shared/peers when there is one, else redis-cell from the crates
+# registry), BENCH_ONLY the rows.
 bench: build
 	scripts/bench.sh
 

@@ -34,19 +34,148 @@
 -- a fresh limiter is no key. A value is checked when read: a string that is
 -- not a state of this algorithm is WRONGTYPE, a damaged one an ERR, and a
 -- key of the module's own type an error that names both modes.
-
-if redis.replicate_commands then
-    redis.replicate_commands() -- effects replication (Redis before 7: TIME)
-end
+--
+-- This file: general() holds the exact code of every command (its COMMANDS
+-- table dispatches by name: a new command is one more entry there). Redis
+-- runs a script's whole text on every call, so general() is only built
+-- when a call needs it; before it, FAST holds the single-key commands in
+-- plain doubles, each taken only when every value it meets stays below
+-- 2^53 and returning nil (nothing read changed, nothing written) otherwise.
 
 -- The server's clock in Unix microseconds, read once per call.
 local server_time
 local function server_now()
     if not server_time then
+        -- Writes after TIME are replicated by their effects (Redis 6.2 may
+        -- be set to replicate scripts verbatim; 7 and later always do this).
+        if redis.replicate_commands then
+            redis.replicate_commands()
+        end
         local t = redis.call('TIME')
         server_time = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     return server_time
+end
+
+-- The token bucket, the most used limiter, first and inline: a call that
+-- it answers builds nothing else. Plain doubles, taken only where every
+-- value stays exact (the rest of the file says how); tokens are whole units
+-- and a pico-unit fraction, as the stored decimal splits at its twelfth
+-- digit from the right. Anything else breaks out to the code below.
+if #KEYS == 1 and (ARGV[1] == 'RL.TOKENBUCKET' or ARGV[1] == 'rl.tokenbucket') and (#ARGV == 4 or #ARGV == 5) then
+    local find, tonumber, fmod, format = string.find, tonumber, math.fmod, string.format
+    local TWO52, PICO = 4503599627370496, 1000000000000
+    local key, capacity, rate, now, n = KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5] or '1'
+    repeat
+        if #capacity > 15 or not find(capacity, '^[1-9][0-9]*$') or #n > 15 or not find(n, '^[0-9]+$') then
+            break
+        end
+        capacity, n = tonumber(capacity), tonumber(n)
+        local _, _, whole, fraction = find(rate, '^([0-9]+)%.?([0-9]*)$')
+        if not whole or #whole > 7 or #fraction > 6 then
+            break
+        end
+        rate = tonumber(whole) * 1000000
+        if fraction ~= '' then
+            local scale = 1
+            for _ = #fraction, 5 do
+                scale = scale * 10
+            end
+            rate = rate + tonumber(fraction) * scale
+        end
+        -- rate * 1000 below 2^53; capacity / rate at most 10^12 s.
+        if rate == 0 or rate > 9007199254740 or (rate < 1000000000 and capacity > rate * 1000000) then
+            break
+        end
+        if now == '*' then
+            now = server_now()
+        else
+            _, _, whole, fraction = find(now, '^([0-9]+)%.?([0-9]*)$')
+            if not whole or #whole > 10 or #fraction > 6 then
+                break
+            end
+            now = tonumber(whole) * 1000000 -- rounds up to 2^53 and past if it passes
+            if fraction ~= '' then
+                local scale = 1
+                for _ = #fraction, 5 do
+                    scale = scale * 10
+                end
+                now = now + tonumber(fraction) * scale
+            end
+            if now > 9007199254740991 then
+                break
+            end
+        end
+        local value = redis.pcall('GET', key)
+        local units, pico = capacity, 0
+        if value then
+            if type(value) ~= 'string' then
+                break
+            end
+            local tokens, last
+            _, _, tokens, last = find(value, '^rl1:tb:([0-9]+):([0-9]+)$')
+            -- Only canonical digits (a leading 0 is a damaged value).
+            if not tokens or #tokens > 27 or #last > 16 or (#tokens > 1 and string.byte(tokens) == 48)
+                or (#last > 1 and string.byte(last) == 48) then
+                break
+            end
+            last = tonumber(last)
+            units = #tokens > 12 and tonumber(string.sub(tokens, 1, -13)) or 0
+            pico = tonumber(string.sub(tokens, -12))
+            if last > 9007199254740991 or units > 9007199254740990 then
+                break
+            end
+            if now < last then
+                now = last
+            end
+            local flow = (now - last) * rate
+            if flow < TWO52 then
+                local sum = pico + flow
+                pico = fmod(sum, PICO)
+                units = units + (sum - pico) / PICO
+                if units > capacity or (units == capacity and pico > 0) then
+                    units, pico = capacity, 0
+                end
+            elseif units + 4503 >= capacity then
+                units, pico = capacity, 0 -- 2^52 pico-units fill over 4503 units
+            else
+                break
+            end
+        end
+        -- ceil((short * 10^12 - pico) / (rate * 1000)), exact or nil.
+        local per_ms = rate * 1000
+        local rest = fmod(PICO, per_ms)
+        local step = (PICO - rest) / per_ms
+        local function ms_for(short, less)
+            if less > 0 then
+                short, less = short - 1, PICO - less
+            end
+            local whole_ms, excess = short * step, short * rest
+            if whole_ms >= TWO52 or excess >= TWO52 then
+                return nil
+            end
+            excess = excess + less
+            local r = fmod(excess, per_ms)
+            return whole_ms + (excess - r) / per_ms + (r > 0 and 1 or 0)
+        end
+        local allowed, retry, left = 0, 0, units
+        if n > capacity then
+            retry = -1
+        elseif units < n then
+            retry = ms_for(n - units, pico)
+        else
+            allowed, left = 1, units - n
+        end
+        local reset = ms_for(capacity - left, pico)
+        if not reset or not retry then
+            break
+        end
+        if allowed == 1 and n > 0 then
+            local tokens = left == 0 and format('%d', pico) or format('%d%012d', left, pico)
+            redis.call('SET', key, 'rl1:tb:' .. tokens .. ':' .. format('%d', now), 'PX', format('%d', reset))
+        end
+        return { allowed, left, capacity, retry, reset }
+    until true
 end
 
 -- Every command, exactly, on any value in the module's ranges. Built only
@@ -1146,15 +1275,13 @@ local function plain_micros(s, digits)
     return us
 end
 
--- ceil((units * 10^12 - pico) / per_ms) when every step is exact, else nil.
+-- ceil((units * 10^12 + pico) / per_ms), 0 <= pico < 10^12, when every
+-- step is exact and the result below 2^52; else nil.
 local function plain_ms(per_ms, units, pico)
-    if pico > 0 then
-        units, pico = units - 1, PICO - pico
-    end
     local rest = fmod(PICO, per_ms)
-    local whole = units * ((PICO - rest) / per_ms) -- at most the reply
+    local whole = units * ((PICO - rest) / per_ms)
     local excess = units * rest
-    if excess >= TWO52 then
+    if whole >= TWO52 or excess >= TWO52 then
         return nil
     end
     excess = excess + pico
@@ -1162,15 +1289,64 @@ local function plain_ms(per_ms, units, pico)
     return whole + (excess - r) / per_ms + (r > 0 and 1 or 0)
 end
 
-local function token_bucket_fast(key, argv)
-    local capacity, rate, now_text, count = argv[2], argv[3], argv[4], argv[5]
-    if #argv < 4 or #argv > 5 or #capacity > 15 or not find(capacity, '^[1-9][0-9]*$') then
+-- units * 10^12 - pico as (units, pico) with 0 <= pico < 10^12.
+local function minus(units, pico)
+    if pico > 0 then
+        return units - 1, PICO - pico
+    end
+    return units, 0
+end
+
+-- ceil(us / 1000)
+local function ceil_ms(us)
+    local r = fmod(us, 1000)
+    return (us - r) / 1000 + (r > 0 and 1 or 0)
+end
+
+-- A stored time: canonical digits below 2^53.
+local function plain_time(s)
+    if not s or #s > 16 or find(s, '^0.') then
         return nil
     end
-    capacity = tonumber(capacity)
-    rate = plain_micros(rate, 7)
-    -- rate * 1000 below 2^53; capacity / rate at most 10^12 s.
-    if not rate or rate == 0 or rate > 9007199254740 or (rate < 1000000000 and capacity > rate * 1000000) then
+    local t = tonumber(s)
+    return t < TWO53 and t or nil
+end
+
+-- A stored count: canonical digits below 10^15, 0 only when `zero`.
+local function plain_count(s, zero)
+    if not s or #s > 15 or find(s, zero and '^0.' or '^0') then
+        return nil
+    end
+    return tonumber(s)
+end
+
+-- A stored bucket amount in pico-units as (units, pico), or nil.
+local function plain_amount(s)
+    if not s or #s > 27 or find(s, '^0.') then
+        return nil
+    end
+    local units = #s > 12 and tonumber(s:sub(1, -13)) or 0
+    local pico = tonumber(s:sub(-12))
+    if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
+        return nil
+    end
+    return units, pico
+end
+
+local function amount_text(units, pico)
+    return units == 0 and format('%d', pico) or format('%d%012d', units, pico)
+end
+
+-- A single command's `a b now [n]` when all of it is plain: `a` an integer
+-- below 10^15, `b` a decimal of at most `digits` whole digits and 6
+-- decimals, `now` `*` or such a decimal below 2^53 microseconds.
+local function plain_call(argv, digits)
+    local size, b, now_text, count = argv[2], argv[3], argv[4], argv[5]
+    if #argv < 4 or #argv > 5 or #size > 15 or not find(size, '^[1-9][0-9]*$') then
+        return nil
+    end
+    local per = plain_micros(b, digits)
+    if not per then
         return nil
     end
     local n = 1
@@ -1189,24 +1365,52 @@ local function token_bucket_fast(key, argv)
             return nil
         end
     end
+    return tonumber(size), per, now, n
+end
+
+-- A bucket's rate: rate * 1000 below 2^53, capacity / rate at most 10^12 s.
+local function plain_rate(capacity, rate)
+    return rate > 0 and rate <= 9007199254740 and (rate >= 1000000000 or capacity <= rate * 1000000)
+end
+
+-- The stored string, false for a missing key, nil for another type.
+local function plain_get(key)
     local value = redis.pcall('GET', key)
+    if value and type(value) ~= 'string' then
+        return nil
+    end
+    return value
+end
+
+-- Sets the key to `state`, expiring in `reset` ms; with a `plan` (RL.MULTI,
+-- which writes only when every limit admits) the write is kept for later.
+local function put(plan, key, state, reset)
+    if plan then
+        plan[#plan + 1] = { key, state, reset }
+    else
+        redis.call('SET', key, state, 'PX', format('%d', reset))
+    end
+end
+
+local FAST = {}
+
+-- The token bucket again, as RL.MULTI's limits need it (a single
+-- RL.TOKENBUCKET is answered at the top of the file).
+FAST['RL.TOKENBUCKET'] = function(key, argv, plan)
+    local capacity, rate, now, n = plain_call(argv, 7)
+    if not capacity or not plain_rate(capacity, rate) then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
     local units, pico = capacity, 0
-    local per_ms = rate * 1000
     if value then
-        if type(value) ~= 'string' then
-            return nil
-        end
         local _, _, tokens, last = find(value, '^rl1:tb:([0-9]+):([0-9]+)$')
-        if not tokens or #tokens > 27 or #last > 16 or find(tokens, '^0.') or find(last, '^0.') then
-            return nil
-        end
-        last = tonumber(last)
-        if last >= TWO53 then
-            return nil
-        end
-        units = #tokens > 12 and tonumber(tokens:sub(1, -13)) or 0
-        pico = tonumber(tokens:sub(-12))
-        if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
+        units, pico = plain_amount(tokens)
+        last = plain_time(last)
+        if not units or not last then
             return nil
         end
         if now < last then
@@ -1221,36 +1425,384 @@ local function token_bucket_fast(key, argv)
                 units, pico = capacity, 0
             end
         elseif units + 4503 >= capacity then
-            units, pico = capacity, 0 -- 2^52 pico-units fill over 4503 units
+            units, pico = capacity, 0
         else
             return nil
         end
     end
-    local allowed, retry, reset, left_units, left_pico = 0, 0, nil, units, pico
+    local per_ms = rate * 1000
+    local allowed, retry, left = 0, 0, units
     if n > capacity then
         retry = -1
     elseif units < n then
-        retry = plain_ms(per_ms, n - units, pico)
+        retry = plain_ms(per_ms, minus(n - units, pico))
     else
-        allowed, left_units = 1, units - n
+        allowed, left = 1, units - n
     end
-    reset = plain_ms(per_ms, capacity - left_units, left_pico)
+    local reset = plain_ms(per_ms, minus(capacity - left, pico))
     if not reset or not retry then
         return nil
     end
     if allowed == 1 and n > 0 then
-        local tokens = left_units == 0 and format('%d', left_pico) or format('%d%012d', left_units, left_pico)
-        redis.call('SET', key, 'rl1:tb:' .. tokens .. ':' .. format('%d', now), 'PX', format('%d', reset))
+        put(plan, key, 'rl1:tb:' .. amount_text(left, pico) .. ':' .. format('%d', now), reset)
     end
-    return { allowed, left_units, capacity, retry, reset }
+    return { allowed, left, capacity, retry, reset }
 end
 
-local name = ARGV[1]
-if #KEYS == 1 and (name == 'RL.TOKENBUCKET' or name == 'rl.tokenbucket') then
-    local reply = token_bucket_fast(KEYS[1], ARGV)
+FAST['RL.LEAKYBUCKET'] = function(key, argv, plan)
+    local capacity, rate, now, n = plain_call(argv, 7)
+    if not capacity or not plain_rate(capacity, rate) then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local units, pico = 0, 0
+    if value then
+        local _, _, level, last = find(value, '^rl1:lb:([0-9]+):([0-9]+)$')
+        units, pico = plain_amount(level)
+        last = plain_time(last)
+        if not units or not last or units + pico == 0 then
+            return nil
+        end
+        if now < last then
+            now = last
+        end
+        local flow = (now - last) * rate
+        if flow < TWO52 then
+            if flow <= pico then
+                pico = pico - flow
+            else
+                local short = flow - pico
+                local r = fmod(short, PICO)
+                local borrow = (short - r) / PICO + (r > 0 and 1 or 0)
+                if borrow > units then
+                    units, pico = 0, 0
+                else
+                    units, pico = units - borrow, r > 0 and PICO - r or 0
+                end
+            end
+        elseif units < 4503 then
+            units, pico = 0, 0 -- 2^52 pico-units drain over 4503 units
+        else
+            return nil
+        end
+    end
+    local per_ms = rate * 1000
+    local queued = units + n
+    local wait = plain_ms(per_ms, units, pico)
+    if not wait or queued >= TWO53 then
+        return nil
+    end
+    local free = units >= capacity and 0 or capacity - units - (pico > 0 and 1 or 0)
+    if n > capacity then
+        return { 0, free, capacity, -1, wait, 0 }
+    end
+    if queued > capacity or (queued == capacity and pico > 0) then
+        local retry = plain_ms(per_ms, queued - capacity, pico)
+        if not retry then
+            return nil
+        end
+        return { 0, free, capacity, retry, wait, 0 }
+    end
+    local reset = plain_ms(per_ms, queued, pico)
+    if not reset then
+        return nil
+    end
+    if n > 0 then
+        local state = 'rl1:lb:' .. amount_text(queued, pico) .. ':' .. format('%d', now)
+        put(plan, key, state, reset)
+    end
+    return { 1, capacity - queued - (pico > 0 and 1 or 0), capacity, 0, reset, wait }
+end
+
+FAST['RL.FIXEDWINDOW'] = function(key, argv, plan)
+    local limit, window, now, n = plain_call(argv, 10)
+    if not limit or window < 1000 or now + 2 * window >= TWO53 then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local count = 0
+    if value then
+        local _, _, last, stored = find(value, '^rl1:fw:([0-9]+):([0-9]+)$')
+        last, stored = plain_time(last), plain_count(stored, false)
+        if not last or not stored then
+            return nil
+        end
+        if now < last then
+            now = last
+        end
+        if last - fmod(last, window) == now - fmod(now, window) then
+            count = stored
+        end
+    end
+    local to_end = ceil_ms(window - fmod(now, window))
+    local remaining = count < limit and limit - count or 0
+    if n > limit then
+        return { 0, remaining, limit, -1, count == 0 and 0 or to_end }
+    end
+    if count > limit - n then
+        return { 0, remaining, limit, to_end, to_end }
+    end
+    count = count + n
+    local reset = count == 0 and 0 or to_end
+    if n > 0 then
+        local state = 'rl1:fw:' .. format('%d', now) .. ':' .. format('%d', count)
+        put(plan, key, state, reset)
+    end
+    return { 1, limit - count, limit, 0, reset }
+end
+
+-- ceil(a / b) for a >= 0, b >= 1.
+local function plain_ceil_div(a, b)
+    local r = fmod(a, b)
+    return (a - r) / b + (r > 0 and 1 or 0)
+end
+
+FAST['RL.SLIDINGWINDOW'] = function(key, argv, plan)
+    local limit, window, now, n = plain_call(argv, 10)
+    if not limit or window < 1000 or now + 2 * window >= TWO53 then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local previous, current = 0, 0
+    local start = now - fmod(now, window)
+    if value then
+        local _, _, last, p, c = find(value, '^rl1:sw:([0-9]+):([0-9]+):([0-9]+)$')
+        last, p, c = plain_time(last), plain_count(p, true), plain_count(c, true)
+        if not last or not p or not c or p + c == 0 then
+            return nil
+        end
+        if now < last then
+            now = last
+            start = now - fmod(now, window)
+        end
+        local last_start = last - fmod(last, window)
+        if last_start == start then
+            previous, current = p, c
+        elseif last_start + window == start then
+            previous = c
+        end
+    end
+    -- With a previous count, every product below is at most this one:
+    -- exact below 2^52. Without, the estimate is the current count.
+    if now + 2 * window >= TWO53 or (previous > 0 and (previous + current + n + limit) * window >= TWO52) then
+        return nil
+    end
+    local to_edge = start + window - now
+    local weighed = previous * to_edge
+    local function remaining(c)
+        if previous == 0 then
+            return c < limit and limit - c or 0
+        end
+        local room = limit * window - weighed - c * window
+        return room > 0 and (room - fmod(room, window)) / window or 0
+    end
+    local function reset(c)
+        if previous == 0 and c == 0 then
+            return 0
+        end
+        return ceil_ms(c > 0 and to_edge + window or to_edge)
+    end
+    if n > limit then
+        return { 0, remaining(current), limit, -1, reset(current) }
+    end
+    local over
+    if previous == 0 then
+        over = current + n > limit
+    else
+        over = weighed + (current + n) * window > limit * window
+    end
+    if over then
+        local wait
+        local slack = limit - current - n
+        if slack >= 0 then
+            local excess = weighed - slack * window
+            wait = plain_ceil_div(excess > 0 and excess or 0, previous > 0 and previous or 1)
+            if wait >= to_edge then
+                wait = nil
+            end
+        end
+        if not wait then
+            local excess = current - (limit - n)
+            excess = excess > 0 and excess * window or 0
+            if excess >= TWO52 then
+                return nil
+            end
+            wait = to_edge + plain_ceil_div(excess, current > 0 and current or 1)
+        end
+        return { 0, remaining(current), limit, ceil_ms(wait), reset(current) }
+    end
+    current = current + n
+    local after = reset(current)
+    if n > 0 then
+        local state = 'rl1:sw:' .. format('%d', now) .. ':' .. format('%d', previous) .. ':' .. format('%d', current)
+        put(plan, key, state, after)
+    end
+    return { 1, remaining(current), limit, 0, after }
+end
+
+FAST['RL.SLIDINGLOG'] = function(key, argv, plan)
+    local limit, window, now, n = plain_call(argv, 10)
+    if not limit or window < 1000 then
+        return nil
+    end
+    local value = plain_get(key)
+    if value == nil then
+        return nil
+    end
+    local times, counts, runs, total, last = {}, {}, 0, 0, 0
+    if value then
+        if string.sub(value, 1, 7) ~= 'rl1:sl:' then
+            return nil
+        end
+        local position, length, at = 8, #value, 0
+        while true do
+            local _, stop, delta, count = find(value, '^([0-9]+):([0-9]+)', position)
+            delta, count = plain_time(delta), plain_count(count, false)
+            if not delta or not count then
+                return nil
+            end
+            at, total = at + delta, total + count
+            if at >= TWO53 or total > 9007199254740991 then
+                return nil
+            end
+            runs = runs + 1
+            times[runs], counts[runs] = at, count
+            if stop == length then
+                break
+            end
+            if string.sub(value, stop + 1, stop + 1) ~= ',' then
+                return nil
+            end
+            position = stop + 2
+        end
+        last = at
+        if now < last then
+            now = last
+        end
+    end
+    if now + 2 * window >= TWO53 then
+        return nil
+    end
+    -- Units at s count while s > now - window: the runs from `first` on.
+    local cutoff, first, gone = now + 1 - window, 1, 0
+    while first <= runs and times[first] < cutoff do
+        gone, first = gone + counts[first], first + 1
+    end
+    local count = total - gone
+    local reset = count == 0 and 0 or ceil_ms(last + window - now)
+    local remaining = count < limit and limit - count or 0
+    if n > limit then
+        return { 0, remaining, limit, -1, reset }
+    end
+    if count > limit - n then
+        -- Until enough of the oldest units have left.
+        local must, seen, retry = count - (limit - n), 0, reset
+        for i = first, runs do
+            seen = seen + counts[i]
+            if seen >= must then
+                retry = ceil_ms(times[i] + window - now)
+                break
+            end
+        end
+        return { 0, remaining, limit, retry, reset }
+    end
+    if n > 0 then
+        reset = ceil_ms(window)
+        local parts, previous = {}, 0
+        for i = first, runs do
+            parts[#parts + 1] = format('%d:%d', times[i] - previous, counts[i])
+            previous = times[i]
+        end
+        parts[#parts + 1] = format('%d:%d', now - previous, n)
+        put(plan, key, 'rl1:sl:' .. table.concat(parts, ','), reset)
+    end
+    return { 1, remaining - n, limit, 0, reset }
+end
+
+-- RL.MULTI from the limits' fast paths, run dry: every limit decides on
+-- what it reads, and only when all of them admit are their writes made.
+-- Anything a fast path does not take goes to general() with nothing
+-- written.
+local function multi_fast(keys, argv)
+    local k = #keys
+    if k == 0 or #argv ~= 2 + 4 * k then
+        return nil
+    end
+    local now, seen, limits, plan, replies = argv[2], {}, {}, {}, {}
+    local allowed = true
+    for i = 1, k do
+        if seen[keys[i]] then
+            return nil
+        end
+        seen[keys[i]] = true
+        local at = 3 + 4 * (i - 1)
+        local name = 'RL.' .. string.upper(argv[at])
+        local fast = FAST[name]
+        if not fast then
+            return nil
+        end
+        limits[i] = { fast, { name, argv[at + 1], argv[at + 2], now, argv[at + 3] } }
+        local reply = fast(keys[i], limits[i][2], plan)
+        if not reply then
+            return nil
+        end
+        replies[i] = reply
+        allowed = allowed and reply[1] == 1
+    end
+    if allowed then
+        for i = 1, #plan do
+            local write = plan[i]
+            redis.call('SET', write[1], write[2], 'PX', format('%d', write[3]))
+        end
+        local reply = { 1, 0 }
+        for i = 1, k do
+            reply[2 + i] = replies[i]
+        end
+        return reply
+    end
+    -- Nothing is taken: a limit that would admit reports its state as a
+    -- look (n = 0) does.
+    local retry, reply = 0, { 0, 0 }
+    for i = 1, k do
+        if replies[i][1] == 1 then
+            local call = limits[i][2]
+            call[5] = '0'
+            replies[i] = limits[i][1](keys[i], call, {})
+            if not replies[i] then
+                return nil
+            end
+        end
+        local wait = replies[i][4]
+        if retry ~= -1 then
+            retry = wait == -1 and -1 or (wait > retry and wait or retry)
+        end
+        reply[2 + i] = replies[i]
+    end
+    reply[2] = retry
+    return reply
+end
+
+if string.upper(ARGV[1] or '') == 'RL.MULTI' then
+    local reply = multi_fast(KEYS, ARGV)
     if reply then
         return reply
     end
 end
 
+local fast = #KEYS == 1 and FAST[string.upper(ARGV[1] or '')]
+if fast then
+    local reply = fast(KEYS[1], ARGV)
+    if reply then
+        return reply
+    end
+end
 return general()

@@ -10,9 +10,15 @@
 # Three interleaved rounds; the figure is the median of the rounds.
 # Then used_memory per key for BENCH_KEYS keys, a CSV and docs/bench.svg.
 #
+# Script mode (lua/ratelimit.lua through EVALSHA, on the same server) has
+# a row per limiter beside the module's.
+#
 # Environment: REDIS_SERVER (default redis-server on PATH), CELL_MODULE
 # (a libredis_cell.so to use instead of building redis-cell), BENCH_REQUESTS
-# (per timed run), BENCH_ROUNDS, BENCH_KEYS, BENCH_PORT.
+# (per timed run), BENCH_ROUNDS, BENCH_KEYS, BENCH_PORT, BENCH_ONLY (an
+# extended regular expression: only the rows whose names match are timed
+# and measured, redis-cell is built only when its row matches, and the
+# chart is not redrawn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -166,9 +172,12 @@ detect_gcra() {
 #   exhaust  what exhausts the denied key, when not deny itself
 names=() admits=() denies=() alloweds=() warmups=() exhausts=()
 define() {
+  if [ -n "${BENCH_ONLY:-}" ] && ! grep -Eq -- "$BENCH_ONLY" <<<"$1"; then return; fi
   names+=("$1") alloweds+=("$2") admits+=("$3") denies+=("$4")
   warmups+=("${5:-$3}") exhausts+=("${6:-$4}")
 }
+# only NAME: whether the row NAME is measured (BENCH_ONLY).
+only() { [ -z "${BENCH_ONLY:-}" ] || grep -Eq -- "$BENCH_ONLY" <<<"$1"; }
 
 # Admitting parameters: large enough that no call of the run is refused
 # (a warm key takes at most about BENCH_REQUESTS / 1000 units a run), slow
@@ -218,6 +227,27 @@ define_commands() {
   define RL.PEEK 1 "RL.PEEK pk:__rand_int__ TOKENBUCKET 1000000 0.001 * 1" \
     "RL.PEEK pk:one TOKENBUCKET 1 0.000001 * 1" \
     "RL.TOKENBUCKET pk:__rand_int__ 1000000 0.001 * 1" "RL.TOKENBUCKET pk:one 1 0.000001 * 1"
+  # Script mode: the same calls through lua/ratelimit.lua, on the same
+  # server (its keys are plain strings, so the module plays no part).
+  local rl
+  rl=$(cli -x script load <lua/ratelimit.lua)
+  define "script RL.TOKENBUCKET" 1 "EVALSHA $rl 1 stb:__rand_int__ RL.TOKENBUCKET 1000000 0.001 * 1" \
+    "EVALSHA $rl 1 stb:one RL.TOKENBUCKET 1 0.000001 * 1"
+  # As the seed's script is called: the time given by the caller.
+  define "script RL.TOKENBUCKET (now given)" 1 \
+    "EVALSHA $rl 1 stn:__rand_int__ RL.TOKENBUCKET 1000000 0.001 $now 1" \
+    "EVALSHA $rl 1 stn:one RL.TOKENBUCKET 1 0.000001 $now 1"
+  define "script RL.LEAKYBUCKET" 1 "EVALSHA $rl 1 slb:__rand_int__ RL.LEAKYBUCKET 1000000 0.001 * 1" \
+    "EVALSHA $rl 1 slb:one RL.LEAKYBUCKET 1 0.000001 * 1"
+  local algorithm
+  for algorithm in FIXEDWINDOW SLIDINGWINDOW SLIDINGLOG; do
+    define "script RL.$algorithm" 1 \
+      "EVALSHA $rl 1 s${algorithm,,}:__rand_int__ RL.$algorithm 1000000 1000000000 * 1" \
+      "EVALSHA $rl 1 s${algorithm,,}:one RL.$algorithm 1 1000000000 * 1"
+  done
+  define "script RL.MULTI (2 limits)" 1 \
+    "EVALSHA $rl 2 {m__rand_int__}:a {m__rand_int__}:b RL.MULTI * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1" \
+    "EVALSHA $rl 2 {mone}:a {mone}:b RL.MULTI * TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1"
 }
 
 paths=(new warm denied)
@@ -396,6 +426,7 @@ summarize() {
 # bytes NAME LUA: used_memory per key after the Lua body (run for k =
 # key:000000000001 ... with i its number) creates $keys keys.
 bytes() {
+  only "$1" || return 0
   cli flushall >/dev/null
   local before after
   before=$(cli info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
@@ -448,7 +479,15 @@ memory() {
       'TOKENBUCKET', 1000000, 0.001, 1, 'FIXEDWINDOW', 1000000, 1000000000, 1)
     elseif i % 2 == 1 then
     redis.call('RL.MULTI', 1, k, '*', 'TOKENBUCKET', 1000000, 0.001, 1) end"
-  echo "| RL.PEEK | creates no key |"
+  only RL.PEEK && echo "| RL.PEEK | creates no key |"
+  # Script mode's strings as lua/ratelimit.lua writes them after one call
+  # (a script cannot call EVALSHA: the SET is spelled out).
+  bytes "script RL.TOKENBUCKET" \
+    "redis.call('SET', k, 'rl1:tb:999999000000000000:1796300000000000', 'PX', 1000000000000)"
+  bytes "script RL.SLIDINGWINDOW" \
+    "redis.call('SET', k, 'rl1:sw:1796300000000000:0:1', 'PX', 1000000000000)"
+  bytes "script RL.SLIDINGLOG" \
+    "redis.call('SET', k, 'rl1:sl:1796300000000000:1', 'PX', 1000000000000)"
 }
 
 # --- the chart -------------------------------------------------------------------------
@@ -473,7 +512,7 @@ main() {
   local started=$SECONDS
   [ -f "$module" ] || die "$module is missing: run make build (make bench does)"
   command -v "$server" >/dev/null || die "no server $server"
-  find_cell
+  if only "$cell_row"; then find_cell; else echo "CL.THROTTLE (redis-cell) left out: BENCH_ONLY=$BENCH_ONLY"; fi
   start_server
   describe_machine
   detect_gcra
@@ -488,7 +527,7 @@ main() {
   memory
   echo
   echo "round-level data: $csv; medians: $summary; memory: $out/memory.csv"
-  chart
+  if [ -z "${BENCH_ONLY:-}" ]; then chart; else echo "chart not redrawn (BENCH_ONLY)"; fi
   echo "took $((SECONDS - started)) s"
 }
 
