@@ -249,15 +249,27 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 
 /// `RL.SETSTATE key kind field... [PXAT unix_ms]`: writes a state as it is.
 /// Replicas, the AOF and AOF rewrite receive changes in this form, so
-/// replaying them never depends on a clock.
+/// replaying them never depends on a clock. `RL.SETSTATE key kind APPEND
+/// field... [PXAT unix_ms]` adds a log's runs or leases to the key's
+/// state (how an AOF rewrite writes a long one), keeping its expiry
+/// unless it gives one.
 pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     let run = || {
         let [_, name, kind, rest @ ..] = argv else { return Err(Error::WrongArity) };
+        let (append, rest) = match rest {
+            [word, items @ ..] if word.eq_ignore_ascii_case(b"APPEND") => (true, items),
+            _ => (false, rest),
+        };
         let (fields, expire_at_ms) = args::state_fields(rest)?;
-        let owned = Owned::from_setstate(kind, &fields).ok_or(Error::State)?;
         let mut key = LimiterKey::open(ctx, name, true);
-        key.replace(owned)?;
-        key.expire_at(expire_at_ms);
+        if append {
+            key.append(kind, &fields)?;
+        } else {
+            key.replace(Owned::from_setstate(kind, &fields).ok_or(Error::State)?)?;
+        }
+        if !append || expire_at_ms.is_some() {
+            key.expire_at(expire_at_ms);
+        }
         signal_modified(ctx, name, stats::SET_STATE_EVENT);
         ctx.replicate_verbatim();
         Ok(RedisValue::SimpleStringStatic("OK"))

@@ -189,13 +189,18 @@ pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.SETSTATE",
         summary: c"Writes a limiter's state as given; how changes reach replicas and the AOF.",
-        complexity: c"O(F), F the fields given",
+        complexity: c"O(F), F the fields given; APPEND to leases O(H), H the leases held",
         arity: -3,
         keys: Keys::First,
         categories: WRITE,
         args: &[
             KEY,
             arg(c"kind", STRING, c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, THROTTLE or CONCURRENCY"),
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                token: Some(c"APPEND"),
+                ..arg(c"append", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN, c"adds a log's runs or leases to the key's state")
+            },
             Arg {
                 flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
                 ..arg(c"field", INTEGER, c"the kind's fields")

@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    Server, aof_base, aof_commands, aof_server, contains, dump, ints, wait_for_aof_rewrite,
+    MAX_UNITS, Server, aof_base, aof_commands, aof_server, contains, dump, ints, one_a_microsecond,
+    resp_commands, wait_for_aof_rewrite,
 };
 
 /// Every kind of limiter, each with parameters under which nothing expires
@@ -171,4 +172,41 @@ fn a_sliding_log_change_is_propagated_as_one_logapply() {
             .to_vec(),
     ];
     assert_eq!(commands, expected);
+}
+
+/// A long sliding log and many leases are rewritten without the RDB
+/// preamble as RL.SETSTATE commands of at most 1024 arguments each, their
+/// expiry once, in an AOF that grows with the log (about 30 bytes a run),
+/// and load back exactly.
+#[test]
+fn long_states_are_rewritten_in_bounded_commands() {
+    const RUNS: u64 = 200_000;
+    let mut server = aof_server("no");
+    let keys = ["log", "leases"];
+    let before = {
+        let con = &mut server.connect();
+        wait_for_aof_rewrite(con);
+        one_a_microsecond(con, &["RL.SLIDINGLOG", "log", MAX_UNITS, "1000000"], RUNS);
+        one_a_microsecond(con, &["RL.ACQUIRE", "leases", MAX_UNITS, "1000000"], 2000);
+        let _: String = redis::cmd("BGREWRITEAOF").query(con).unwrap();
+        wait_for_aof_rewrite(con);
+        common::snapshot(con, &keys)
+    };
+    let base = aof_base(&server);
+    let commands = resp_commands(&base);
+    let most = commands.iter().map(Vec::len).max().unwrap();
+    assert!(most <= 1024, "a command of {most} arguments");
+    for key in keys {
+        let of_key = |name: &str| {
+            commands
+                .iter()
+                .filter(|args| args[0].eq_ignore_ascii_case(name) && args[1] == key)
+                .count()
+        };
+        assert_eq!(of_key("PEXPIREAT"), 1, "{key}: the expiry once");
+        assert!(of_key("RL.SETSTATE") > 1, "{key}: in several commands");
+    }
+    assert!(base.len() < 32 * RUNS as usize, "{} bytes for {RUNS} runs", base.len());
+    server.restart();
+    assert_eq!(common::snapshot(&mut server.connect(), &keys), before, "{}", server.log());
 }

@@ -57,14 +57,37 @@ impl Log {
     pub fn from_runs(runs: impl IntoIterator<Item = (u64, u64)>) -> Option<Log> {
         let mut log = Log::default();
         for (at_us, count) in runs {
-            let fits = log.total.checked_add(count).is_some_and(|total| total <= MAX_UNITS);
-            if count == 0 || !fits || at_us > MAX_TIME_US || (log.total > 0 && at_us < log.last_us)
-            {
+            if !log.may_follow(at_us, count) {
                 return None;
             }
             log.push(at_us, count);
         }
         Some(log)
+    }
+
+    /// Whether a run of `count` units at `at_us` may follow the log's runs
+    /// in a log that calls could have made (see `from_runs`).
+    fn may_follow(&self, at_us: u64, count: u64) -> bool {
+        let fits = self.total.checked_add(count).is_some_and(|total| total <= MAX_UNITS);
+        count > 0 && fits && at_us <= MAX_TIME_US && (self.total == 0 || at_us >= self.last_us)
+    }
+
+    /// Logs `runs` (oldest first) after the log's own when `from_runs`
+    /// would take them all together; else changes nothing and says so.
+    /// O(runs given), however long the log: how a long log is loaded back
+    /// from an AOF, a bounded command at a time.
+    pub fn extend(&mut self, runs: &[(u64, u64)]) -> bool {
+        let mut after = Log { runs: Vec::new(), ..*self };
+        for &(at_us, count) in runs {
+            if !after.may_follow(at_us, count) {
+                return false;
+            }
+            (after.last_us, after.total) = (at_us, after.total + count);
+        }
+        for &(at_us, count) in runs {
+            self.push(at_us, count);
+        }
+        true
     }
 
     /// Decodes a stored log, refusing anything `from_runs` would not build
