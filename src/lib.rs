@@ -40,7 +40,8 @@ fn commands() -> [Command; 15] {
         command(c"RL.SLIDINGWINDOW", entry!(commands::sliding_window), write_fast, ONE_KEY),
         command(c"RL.SLIDINGLOG", entry!(commands::sliding_log), c"write deny-oom", ONE_KEY),
         command(c"RL.MULTI", entry!(commands::multi), c"write deny-oom getkeys-api", [0; 3]),
-        command(c"RL.PEEK", entry!(commands::peek), c"readonly fast", ONE_KEY),
+        // A sliding log or leases may be scanned: not `fast`, like RL.SLIDINGLOG.
+        command(c"RL.PEEK", entry!(commands::peek), c"readonly", ONE_KEY),
         command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
         command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
         command(c"RL.LOGAPPLY", entry!(commands::log_apply), c"write deny-oom", ONE_KEY),
