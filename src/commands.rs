@@ -163,10 +163,16 @@ struct LimitCall {
     n: u64,
 }
 
+/// The most keys of one RL.MULTI: a call runs alone on the server, about
+/// a microsecond a key, so a million keys would block it for seconds.
+pub const MAX_MULTI_KEYS: u64 = 1000;
+
 /// RL.MULTI's keys, time and limits, every one checked; keys once each.
 fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCall>), Error> {
     let [_, numkeys, rest @ ..] = argv else { return Err(Error::WrongArity) };
-    let count = args::integer(numkeys).filter(|&k| k > 0).ok_or(Error::NumKeys)?;
+    let count = args::integer(numkeys)
+        .filter(|k| (1..=MAX_MULTI_KEYS).contains(k))
+        .ok_or(Error::NumKeys)?;
     let count = usize::try_from(count).map_err(|_| Error::WrongArity)?;
     if rest.len() / 5 < count || rest.len() != count * 5 + 1 {
         return Err(Error::WrongArity);

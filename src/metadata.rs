@@ -153,7 +153,7 @@ pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.MULTI",
         summary: c"Takes n units from every limit, each on its own key, when all of them admit; else nothing.",
-        complexity: c"O(K), K the keys, plus O(L) for each sliding log",
+        complexity: c"O(K), K the keys (at most 1000), plus O(L) for each sliding log, O(H) for each concurrency limit",
         arity: -8,
         keys: Keys::Counted,
         categories: WRITE,
