@@ -175,6 +175,10 @@ impl Leases {
         match change {
             Change::Acquire { lease, .. } => {
                 self.next_id = self.next_id.max(lease.id.saturating_add(1));
+                // Room for one, not four: most keys hold a lease or two.
+                if self.held.is_empty() {
+                    self.held.reserve_exact(1);
+                }
                 self.held.push(lease);
             }
             Change::Release { id, .. } => self.held.retain(|lease| lease.id != id),
