@@ -559,7 +559,7 @@ pub static RATELIMIT_TYPE: RedisType = RedisType::new(
         free_effort: None,
         unlink: None,
         copy: Some(copy),
-        defrag: None,
+        defrag: Some(defrag),
         copy2: None,
         free_effort2: None,
         mem_usage2: None,
@@ -675,6 +675,52 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         };
     }
     unsafe { raw::RedisModule_DigestEndSequence.unwrap()(md) };
+}
+
+/// Active defrag: moves the value's allocations (the state, and a log's
+/// runs or the leases) where the allocator asks, as Redis moves its own
+/// types'. A value is a few allocations, so it is done in one call (0).
+unsafe extern "C" fn defrag(
+    ctx: *mut raw::RedisModuleDefragCtx,
+    _key: *mut raw::RedisModuleString,
+    value: *mut *mut c_void,
+) -> c_int {
+    let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else { return 0 };
+    // The new place of an allocation, when the allocator moved it (and
+    // freed the old one).
+    let moved = |at: *mut c_void| Some(unsafe { defrag_alloc(ctx, at) }).filter(|p| !p.is_null());
+    let tag = tag_of(unsafe { *value });
+    if let Some(new) = moved(unsafe { *value }.map_addr(|address| address & !tag::BITS)) {
+        unsafe { *value = new.map_addr(|address| address | tag) };
+    }
+    match tag {
+        tag::SLIDING_LOG => move_buffer(&mut unsafe { untagged::<Log>(*value) }.runs, moved),
+        tag::OTHER => {
+            if let Other::Concurrency(leases) = unsafe { untagged::<Other>(*value) } {
+                let at: *mut Leases = &mut **leases;
+                if let Some(new) = moved(at.cast()) {
+                    // The old box's memory is freed already: overwrite, not drop.
+                    unsafe { std::ptr::write(leases, Box::from_raw(new.cast())) };
+                }
+                move_buffer(&mut leases.held, moved);
+            }
+        }
+        _ => {}
+    }
+    0
+}
+
+/// Lets `moved` move a vector's heap buffer, if it has one.
+fn move_buffer<T>(vec: &mut Vec<T>, moved: impl Fn(*mut c_void) -> Option<*mut c_void>) {
+    if vec.capacity() == 0 {
+        return;
+    }
+    if let Some(new) = moved(vec.as_mut_ptr().cast()) {
+        let (len, capacity) = (vec.len(), vec.capacity());
+        // SAFETY: the allocator copied the buffer, at least as large, and
+        // freed the old one, which must not be dropped.
+        unsafe { std::ptr::write(vec, Vec::from_raw_parts(new.cast(), len, capacity)) };
+    }
 }
 
 unsafe extern "C" fn copy(
