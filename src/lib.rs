@@ -65,8 +65,12 @@ fn throttle_command(name: &'static CStr) -> Command {
 /// categories, the `INFO ratelimit` section, and two module options: keys
 /// signalled as modified (WATCH, client tracking) only when a command
 /// really changes them, as Redis's own commands do, not whenever one is
-/// opened for writing; and short reads while loading handled by the loader
-/// (an error), not fatal to the server.
+/// opened for writing; short reads while loading handled by the loader
+/// (an error), not fatal to the server; and a replica's load into a
+/// second database while it serves the first (`repl-diskless-load
+/// swapdb`), which the module allows: its values hold no reference to
+/// their database or to one another, and its only global, the key count
+/// of INFO, counts values made and freed wherever they live.
 ///
 /// The module's arguments: `CL.THROTTLE` also registers RL.THROTTLE under
 /// redis-cell's name; anything else fails the load.
@@ -99,7 +103,8 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         raw::RedisModule_SetModuleOptions.unwrap()(
             ctx.get_raw(),
             (raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
-                | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS) as i32,
+                | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+                | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD) as i32,
         );
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
     };
