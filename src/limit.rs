@@ -17,7 +17,8 @@ pub struct Limit {
     pub algorithm: Algorithm,
     /// The capacity or limit: the reply's third field.
     pub size: u64,
-    /// The refill in pico-units per microsecond, or the window in microseconds.
+    /// The refill in pico-units per microsecond, or the window or the
+    /// lease in microseconds.
     pub per: u64,
 }
 
