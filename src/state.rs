@@ -380,7 +380,7 @@ pub fn encode<'a>(value: &Value<'a>) -> Record<'a> {
         Value::Fixed(Fixed::Throttle(s)) => (rdb_kind::THROTTLE, vec![s.tat_ns]),
         Value::Log(log) => {
             let fields = vec![log.first_us, log.last_us, log.total];
-            let runs = Some(Cow::Borrowed(&log.runs[..]));
+            let runs = Some(log.canonical_runs());
             return Record { kind: rdb_kind::SLIDING_LOG, fields, runs };
         }
         Value::Leases(leases) => {

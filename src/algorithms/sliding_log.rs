@@ -6,11 +6,13 @@
 //! the run before (0 for the first, whose time is `first_us`), then its
 //! count. A run of units a few milliseconds apart takes 3 to 4 bytes.
 
+use std::borrow::Cow;
+
 use super::fixed_window::{Params, ms_between};
 use super::varint::{get_varint, put_varint};
 use super::{MAX_TIME_US, MAX_UNITS, Verdict};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Log {
     /// Time of the oldest run, Unix microseconds (0 when empty).
     pub first_us: u64,
@@ -18,9 +20,22 @@ pub struct Log {
     pub last_us: u64,
     /// Units in all runs, at most MAX_UNITS.
     pub total: u64,
-    /// The runs, encoded as above.
+    /// The runs, encoded as above, from byte `head`: the runs before it
+    /// left the window, and are dropped in bulk (see `trim`). The run at
+    /// `head` is the first; its time is `first_us`, whatever its delta.
     pub runs: Vec<u8>,
+    head: usize,
 }
+
+/// Logs are equal when they hold the same runs.
+impl PartialEq for Log {
+    fn eq(&self, other: &Log) -> bool {
+        let header = |log: &Log| (log.first_us, log.last_us, log.total);
+        header(self) == header(other) && self.canonical_runs() == other.canonical_runs()
+    }
+}
+
+impl Eq for Log {}
 
 /// What an admitted call does to the log: drop the runs before
 /// `cutoff_us` (they left the window), then add `count` units at `at_us`.
@@ -115,9 +130,19 @@ impl Log {
         (header == (first_us, last_us, total)).then(|| Log { runs: runs.to_vec(), ..built })
     }
 
+    /// The runs as stored: from the first, its delta 0.
+    pub fn canonical_runs(&self) -> Cow<'_, [u8]> {
+        if self.head == 0 {
+            return Cow::Borrowed(&self.runs);
+        }
+        let delta_len = self.runs.get(self.head..).and_then(get_varint).map_or(0, |(_, len)| len);
+        let count_start = (self.head + delta_len).min(self.runs.len());
+        Cow::Owned([&[0u8][..], &self.runs[count_start..]].concat())
+    }
+
     /// The runs, oldest first.
     pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let mut position = 0;
+        let mut position = self.head;
         let mut at_us = self.first_us;
         std::iter::from_fn(move || {
             let run = self.run_at(position, at_us)?;
@@ -131,7 +156,8 @@ impl Log {
         let (delta, delta_len) = get_varint(self.runs.get(start..)?)?;
         let count_start = start + delta_len;
         let (count, count_len) = get_varint(self.runs.get(count_start..)?)?;
-        let at_us = previous_us.checked_add(delta)?;
+        let at_us =
+            if start == self.head { self.first_us } else { previous_us.checked_add(delta)? };
         Some(Run { at_us, count, end: count_start + count_len, count_start })
     }
 
@@ -158,27 +184,34 @@ impl Log {
     }
 
     /// Drops the runs before `cutoff_us`, and gives memory back when
-    /// that leaves most of it unused.
+    /// that leaves most of it unused. The runs that left stay in front of
+    /// `head` until they take as many bytes as the runs still in the
+    /// window, and are then dropped at once: a call moves the log's bytes
+    /// only after calls have trimmed as many, so a trim costs O(runs
+    /// trimmed) however long the log.
     fn trim(&mut self, cutoff_us: u64) {
-        let (mut position, mut at_us) = (0, self.first_us);
+        let (mut position, mut at_us) = (self.head, self.first_us);
         let mut first_live = None;
         while let Some(run) = self.run_at(position, at_us) {
             if run.at_us >= cutoff_us {
-                first_live = Some(run);
+                first_live = Some((position, run));
                 break;
             }
             self.total -= run.count;
             (position, at_us) = (run.end, run.at_us);
         }
         match first_live {
-            Some(run) => {
-                // This run becomes the first: its delta is rewritten as 0.
-                self.runs.splice(..run.count_start, [0u8]);
-                self.first_us = run.at_us;
+            Some((start, run)) => {
+                (self.head, self.first_us) = (start, run.at_us);
+                if self.head > 0 && self.head >= self.runs.len() - self.head {
+                    // This run becomes the first: its delta is rewritten as 0.
+                    self.runs.splice(..run.count_start, [0u8]);
+                    self.head = 0;
+                }
             }
             None => {
                 self.runs.clear();
-                (self.first_us, self.last_us, self.total) = (0, 0, 0);
+                (self.first_us, self.last_us, self.total, self.head) = (0, 0, 0, 0);
             }
         }
         // Room for one more run stays, so the next append does not grow it.
@@ -237,7 +270,7 @@ fn shortest_varint(bytes: &[u8], position: &mut usize) -> Option<u64> {
 }
 
 /// A missing key: a log with nothing in it.
-pub const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() };
+pub const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new(), head: 0 };
 
 /// The log at `now_us` (never before its newest run): the window's
 /// cutoff, the earliest time still in it, and the units still in it.
@@ -460,6 +493,34 @@ mod tests {
         assert!(peak <= runs.len(), "{peak} bytes to decode {} bytes", runs.len());
     }
 
+    /// A call that trims a run or two off a long log does not move the
+    /// rest: the runs that left are dropped together once they take as many
+    /// bytes as the runs still in the window, so the log's bytes move about
+    /// once for every byte trimmed, and it never holds more than twice them.
+    #[test]
+    fn trimming_moves_the_log_only_once_as_many_bytes_left() {
+        // Calls 1 s and a few ms apart, so that no two stretches of bytes
+        // match; a unit leaves a thousand calls later.
+        let p = Params { limit: MAX_UNITS, window_us: 999_500_000 };
+        let at = |i: u64| T0 + i * SECOND + i % 7 * 1000;
+        let mut log = Some(Log::from_runs((0..1000).map(|i| (at(i), 1))).unwrap());
+        let front = |log: &Option<Log>| log.as_ref().unwrap().runs[..8].to_vec();
+        let (mut moves, mut before) = (0, front(&log));
+        for i in 1000..4000 {
+            // Each call lets the oldest run leave and logs one.
+            assert!(run(&mut log, at(i), &p, 1).0);
+            let stored = log.as_ref().unwrap();
+            assert_eq!(stored.total, 1000);
+            let live = stored.canonical_runs().len();
+            assert!(stored.runs.len() <= 2 * live + 8, "{} bytes for {live}", stored.runs.len());
+            // The bytes in front move only when the log does.
+            moves += usize::from(front(&log) != before);
+            before = front(&log);
+        }
+        // Every call trimmed a run; about one in a thousand moved the log.
+        assert!((2..=4).contains(&moves), "{moves} moves in 3000 calls");
+    }
+
     #[test]
     fn takes_nothing_past_the_ranges() {
         let full = Log::from_runs([(T0, MAX_UNITS - 1)]).unwrap();
@@ -494,7 +555,7 @@ mod tests {
             prop_assert_eq!(log.takes(&append), expected.is_some());
             if let Some(expected) = expected {
                 log.apply(append);
-                let decoded = Log::decode(log.first_us, log.last_us, log.total, &log.runs);
+                let decoded = Log::decode(log.first_us, log.last_us, log.total, &log.canonical_runs());
                 prop_assert_eq!(decoded.as_ref(), Some(&expected));
             }
         }
