@@ -45,9 +45,11 @@ run: build
 
 # usec_per_call of every command on new keys, 1000 warm keys and one denied
 # key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA and
-# redis-cell, medians of 3 interleaved rounds; memory per key; a CSV and
-# docs/bench.svg (scripts/bench.sh; about 7 minutes). REDIS_SERVER picks
-# the server, CELL_MODULE a redis-cell build.
+# redis-cell, medians of 3 interleaved rounds; memory per key; what one
+# sliding log of a million runs costs (a trimming call, RL.PEEK, RESTORE,
+# DUMP, DEBUG DIGEST-VALUE); a CSV and docs/bench.svg (scripts/bench.sh;
+# about 7 minutes). REDIS_SERVER picks the server, CELL_MODULE a
+# redis-cell build, BENCH_ONLY=long the long log alone.
 bench: build
 	scripts/bench.sh
 

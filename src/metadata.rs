@@ -144,7 +144,7 @@ pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.SLIDINGLOG",
         summary: c"Admits n units when fewer than limit - n were admitted in the last window seconds.",
-        complexity: c"O(L), L the calls logged within the window",
+        complexity: c"O(T) amortized when admitted, T the runs that left the window since the last call; O(L) when denied, L the runs in the window",
         arity: -5,
         keys: Keys::First,
         categories: WRITE,
