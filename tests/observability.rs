@@ -122,7 +122,9 @@ fn command_docs_describe_every_argument() {
             }
             "RL.SLIDINGLOG" => {
                 assert_eq!(names, ["key", "limit", "window", "now", "n"]);
-                assert_eq!(complexity, "O(L), L the calls logged within the window");
+                let cost = "O(T) amortized when admitted, T the runs that left the window since \
+                            the last call; O(L) when denied, L the runs in the window";
+                assert_eq!(complexity, cost);
             }
             "RL.ACQUIRE" => {
                 assert_eq!(names, ["key", "limit", "lease", "now", "n"]);
