@@ -57,10 +57,12 @@ run: build
 # usec_per_call of every command on new keys, 1000 warm keys and one denied
 # key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA,
 # redis-cell and script mode (lua/ratelimit.lua), medians of 3 interleaved
-# rounds; memory per key; a CSV and docs/bench.svg (scripts/bench.sh).
-# REDIS_SERVER picks the server, CELL_MODULE a redis-cell build (the one in
-# ../shared/peers when there is one, else redis-cell from the crates
-# registry), BENCH_ONLY the rows.
+# rounds; memory per key; what one sliding log of a million runs costs (a
+# trimming call, RL.PEEK, RESTORE, DUMP, DEBUG DIGEST-VALUE); a CSV and
+# docs/bench.svg (scripts/bench.sh). REDIS_SERVER picks the server,
+# CELL_MODULE a redis-cell build (the one in ../shared/peers when there is
+# one, else redis-cell from the crates registry), BENCH_ONLY the rows
+# (BENCH_ONLY=long: the long log alone).
 bench: build
 	scripts/bench.sh
 

@@ -13,12 +13,17 @@
 # Script mode (lua/ratelimit.lua through EVALSHA, on the same server) has
 # a row per limiter beside the module's.
 #
+# Then what one long sliding log costs (LONG_RUNS runs): an admitted call
+# that trims it, RL.PEEK, a load (RESTORE), a save (DUMP), DEBUG
+# DIGEST-VALUE.
+#
 # Environment: REDIS_SERVER (default redis-server on PATH), CELL_MODULE
 # (a libredis_cell.so to use instead of building redis-cell), BENCH_REQUESTS
-# (per timed run), BENCH_ROUNDS, BENCH_KEYS, BENCH_PORT, BENCH_ONLY (an
-# extended regular expression: only the rows whose names match are timed
-# and measured, redis-cell is built only when its row matches, and the
-# chart is not redrawn).
+# (per timed run), BENCH_ROUNDS, BENCH_KEYS, BENCH_PORT, LONG_RUNS,
+# BENCH_ONLY (an extended regular expression: only the rows whose names
+# match are timed and measured, redis-cell is built only when its row
+# matches, the long log is left out and the chart is not redrawn;
+# BENCH_ONLY=long measures the long log alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -128,7 +133,7 @@ start_server() {
   local extra=()
   [ -z "$cell_so" ] || extra=(--loadmodule "$cell_so")
   taskset -c "$server_cpu" "$server" --port "$port" --bind 127.0.0.1 --save "" \
-    --appendonly no --dir "$server_dir" --daemonize yes --logfile "$server_dir/redis.log" \
+    --appendonly no --enable-debug-command yes --dir "$server_dir" --daemonize yes --logfile "$server_dir/redis.log" \
     --pidfile "$server_dir/redis.pid" --loadmodule "$module" "${extra[@]}" \
     || die "$server did not start"
   local tries=0
@@ -490,6 +495,51 @@ memory() {
     "redis.call('SET', k, 'rl1:sl:1796300000000000:1', 'PX', 1000000000000)"
 }
 
+# --- one long sliding log -----------------------------------------------------------
+
+# usec COMMAND...: the server's time for one call (commandstats).
+usec() {
+  cli config resetstat >/dev/null
+  cli "$@" >/dev/null
+  read -r _ u _ _ <<<"$(cmdstat "$(tr '[:upper:]' '[:lower:]' <<<"$1")")"
+  [ -n "$u" ] || die "no commandstats for $1"
+  echo "$u"
+}
+
+# A log of LONG_RUNS runs, one a microsecond on the server's clock (sent
+# pipelined), in a window of 10 s: once it starts to leave the window,
+# each admitted call trims about as many runs as it adds.
+long_log() {
+  local runs=${LONG_RUNS:-1000000} window=10 upc size
+  cli flushall >/dev/null
+  awk -v n="$runs" -v w="$window" 'BEGIN { for (i = 0; i < n; i++)
+      printf "RL.SLIDINGLOG long 9007199254740991 %s * 1\r\n", w }' \
+    | taskset -c "$client_cpu" redis-cli -p "$port" --pipe >/dev/null
+  size=$(cli memory usage long)
+  echo "one sliding log of $runs runs, $size bytes (MEMORY USAGE), a $window s window:"
+  echo
+  echo "| on the long log | usec |"
+  echo "|---|---|"
+  # RESTORE of DUMP's payload, both in a script: RESTORE's own time.
+  cli config resetstat >/dev/null
+  cli eval "redis.call('RESTORE', 'copy', 0, redis.call('DUMP', 'long')) return 1" 0 >/dev/null
+  read -r _ restore _ _ <<<"$(cmdstat restore)"
+  cli del copy >/dev/null
+  echo "| RESTORE (a load) | $restore |"
+  echo "| DUMP (a save) | $(usec DUMP long) |"
+  echo "| DEBUG DIGEST-VALUE | $(usec DEBUG DIGEST-VALUE long) |"
+  echo "| RL.PEEK | $(usec RL.PEEK long SLIDINGLOG 9007199254740991 $window '*' 1) |"
+  # Calls from the moment the oldest runs leave: each trims what left
+  # since the one before.
+  sleep "$window"
+  cli config resetstat >/dev/null
+  taskset -c "$client_cpu" redis-benchmark -p "$port" -c 1 -P 1 -n 20000 \
+    RL.SLIDINGLOG long 9007199254740991 "$window" '*' 1 >/dev/null
+  read -r calls usec _ _ <<<"$(cmdstat rl.slidinglog)"
+  upc=$(awk -v u="$usec" -v c="$calls" 'BEGIN { printf "%.2f", u / c }')
+  echo "| RL.SLIDINGLOG, admitted, trimming ($calls calls) | $upc |"
+}
+
 # --- the chart -------------------------------------------------------------------------
 
 # matplotlib in a venv of its own under target/, made on the first run.
@@ -510,6 +560,11 @@ chart() {
 
 main() {
   local started=$SECONDS
+  if [ "${BENCH_ONLY:-}" = long ]; then
+    start_server
+    long_log
+    return
+  fi
   [ -f "$module" ] || die "$module is missing: run make build (make bench does)"
   command -v "$server" >/dev/null || die "no server $server"
   if only "$cell_row"; then find_cell; else echo "CL.THROTTLE (redis-cell) left out: BENCH_ONLY=$BENCH_ONLY"; fi
@@ -526,6 +581,7 @@ main() {
   echo
   memory
   echo
+  if [ -z "${BENCH_ONLY:-}" ]; then long_log; echo; fi
   echo "round-level data: $csv; medians: $summary; memory: $out/memory.csv"
   if [ -z "${BENCH_ONLY:-}" ]; then chart; else echo "chart not redrawn (BENCH_ONLY)"; fi
   echo "took $((SECONDS - started)) s"

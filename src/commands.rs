@@ -163,10 +163,16 @@ struct LimitCall {
     n: u64,
 }
 
+/// The most keys of one RL.MULTI: a call runs alone on the server, about
+/// a microsecond a key, so a million keys would block it for seconds.
+pub const MAX_MULTI_KEYS: u64 = 1000;
+
 /// RL.MULTI's keys, time and limits, every one checked; keys once each.
 fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCall>), Error> {
     let [_, numkeys, rest @ ..] = argv else { return Err(Error::WrongArity) };
-    let count = args::integer(numkeys).filter(|&k| k > 0).ok_or(Error::NumKeys)?;
+    let count = args::integer(numkeys)
+        .filter(|k| (1..=MAX_MULTI_KEYS).contains(k))
+        .ok_or(Error::NumKeys)?;
     let count = usize::try_from(count).map_err(|_| Error::WrongArity)?;
     if rest.len() / 5 < count || rest.len() != count * 5 + 1 {
         return Err(Error::WrongArity);
@@ -249,15 +255,27 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 
 /// `RL.SETSTATE key kind field... [PXAT unix_ms]`: writes a state as it is.
 /// Replicas, the AOF and AOF rewrite receive changes in this form, so
-/// replaying them never depends on a clock.
+/// replaying them never depends on a clock. `RL.SETSTATE key kind APPEND
+/// field... [PXAT unix_ms]` adds a log's runs or leases to the key's
+/// state (how an AOF rewrite writes a long one), keeping its expiry
+/// unless it gives one.
 pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     let run = || {
         let [_, name, kind, rest @ ..] = argv else { return Err(Error::WrongArity) };
+        let (append, rest) = match rest {
+            [word, items @ ..] if word.eq_ignore_ascii_case(b"APPEND") => (true, items),
+            _ => (false, rest),
+        };
         let (fields, expire_at_ms) = args::state_fields(rest)?;
-        let owned = Owned::from_setstate(kind, &fields).ok_or(Error::State)?;
         let mut key = LimiterKey::open(ctx, name, true);
-        key.replace(owned)?;
-        key.expire_at(expire_at_ms);
+        if append {
+            key.append(kind, &fields)?;
+        } else {
+            key.replace(Owned::from_setstate(kind, &fields).ok_or(Error::State)?)?;
+        }
+        if !append || expire_at_ms.is_some() {
+            key.expire_at(expire_at_ms);
+        }
         signal_modified(ctx, name, stats::SET_STATE_EVENT);
         ctx.replicate_verbatim();
         Ok(RedisValue::SimpleStringStatic("OK"))

@@ -36,7 +36,7 @@ pub enum Error {
     LeaseId,
     #[error("ERR a concurrency limit takes no refund: release its lease with RL.RELEASE")]
     RefundConcurrency,
-    #[error("ERR numkeys must be a positive integer")]
+    #[error("ERR numkeys must be an integer from 1 to 1000")]
     NumKeys,
     #[error("ERR a key may appear only once")]
     RepeatedKey,
@@ -101,6 +101,8 @@ mod tests {
         assert!(Error::Window.to_string().ends_with(&(MAX_SPAN_US / 1_000_000).to_string()));
         assert!(Error::Lease.to_string().ends_with(&(MAX_SPAN_US / 1_000_000).to_string()));
         assert!(Error::LeaseId.to_string().ends_with(&max));
+        let max_keys = crate::commands::MAX_MULTI_KEYS.to_string();
+        assert!(Error::NumKeys.to_string().ends_with(&max_keys));
         let latest = format!("{}.{}", MAX_TIME_US / 1_000_000, MAX_TIME_US % 1_000_000);
         assert!(Error::Now.to_string().ends_with(&latest));
         assert!(Error::MaxBurst.to_string().ends_with(&(MAX_UNITS - 1).to_string()));

@@ -83,6 +83,17 @@ impl LimiterKey {
         Ok(())
     }
 
+    /// Adds a log's runs or leases to the stored state (RL.SETSTATE's
+    /// `APPEND`): `ERR` unless the key holds that kind and takes them.
+    pub fn append(&mut self, kind: &[u8], fields: &[u128]) -> Result<(), Error> {
+        match self.slot() {
+            // SAFETY: a value of our type came from `into_value`.
+            Slot::Ours(value) if unsafe { state::append(value, kind, fields) } => Ok(()),
+            Slot::Other => Err(Error::WrongType),
+            _ => Err(Error::State),
+        }
+    }
+
     /// The stored sliding log, to change in place; an empty one when the
     /// key is missing (or holds another kind, which callers have refused).
     pub fn log_mut(&mut self) -> Result<&mut Log, Error> {

@@ -40,7 +40,8 @@ fn commands() -> [Command; 15] {
         command(c"RL.SLIDINGWINDOW", entry!(commands::sliding_window), write_fast, ONE_KEY),
         command(c"RL.SLIDINGLOG", entry!(commands::sliding_log), c"write deny-oom", ONE_KEY),
         command(c"RL.MULTI", entry!(commands::multi), c"write deny-oom getkeys-api", [0; 3]),
-        command(c"RL.PEEK", entry!(commands::peek), c"readonly fast", ONE_KEY),
+        // A sliding log or leases may be scanned: not `fast`, like RL.SLIDINGLOG.
+        command(c"RL.PEEK", entry!(commands::peek), c"readonly", ONE_KEY),
         command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
         command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
         command(c"RL.LOGAPPLY", entry!(commands::log_apply), c"write deny-oom", ONE_KEY),
@@ -60,12 +61,47 @@ fn throttle_command(name: &'static CStr) -> Command {
     Command { name, entry, flags: c"write deny-oom fast", keys: ONE_KEY }
 }
 
+/// Valkey 9's VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: the module
+/// lets `CLUSTER MIGRATESLOTS` move its keys. The source sends a slot as
+/// its AOF rewrite's commands (RL.SETSTATE, a long state in bounded
+/// commands, and the expiry), then the commands propagated for it while it
+/// moves (RL.SETSTATE, RL.LOGAPPLY, RL.LEASEAPPLY, DEL): all of them replay
+/// without a clock, and no value refers to another key or to its slot.
+const VALKEY_HANDLE_ATOMIC_SLOT_MIGRATION: u32 = 1 << 5;
+
+/// Whether the server is Valkey (`server_name:valkey` in INFO server).
+fn is_valkey(ctx: &redis_module::Context) -> bool {
+    use redis_module::raw;
+    // SAFETY: a valid context; the field's text lives until the info is freed.
+    unsafe {
+        let (Some(get), Some(field), Some(free)) = (
+            raw::RedisModule_GetServerInfo,
+            raw::RedisModule_ServerInfoGetFieldC,
+            raw::RedisModule_FreeServerInfo,
+        ) else {
+            return false;
+        };
+        let info = get(ctx.get_raw(), c"server".as_ptr());
+        if info.is_null() {
+            return false;
+        }
+        let name = field(info, c"server_name".as_ptr());
+        let valkey = !name.is_null() && CStr::from_ptr(name) == c"valkey";
+        free(ctx.get_raw(), info);
+        valkey
+    }
+}
+
 /// At load, after the commands exist: command docs, key specs and ACL
 /// categories, the `INFO ratelimit` section, and two module options: keys
 /// signalled as modified (WATCH, client tracking) only when a command
 /// really changes them, as Redis's own commands do, not whenever one is
-/// opened for writing; and short reads while loading handled by the loader
-/// (an error), not fatal to the server.
+/// opened for writing; short reads while loading handled by the loader
+/// (an error), not fatal to the server; and a replica's load into a
+/// second database while it serves the first (`repl-diskless-load
+/// swapdb`), which the module allows: its values hold no reference to
+/// their database or to one another, and its only global, the key count
+/// of INFO, counts values made and freed wherever they live.
 ///
 /// The module's arguments: `CL.THROTTLE` also registers RL.THROTTLE under
 /// redis-cell's name; anything else fails the load.
@@ -92,14 +128,15 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
             return redis_module::Status::Err;
         }
     }
+    let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+        | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
+    // A bit Redis does not define: set only where Valkey reads it.
+    let valkey = if is_valkey(ctx) { VALKEY_HANDLE_ATOMIC_SLOT_MIGRATION } else { 0 };
     // SAFETY: called from RedisModule_OnLoad with a valid context.
     unsafe {
         // The options replace each other: all of them in one call.
-        raw::RedisModule_SetModuleOptions.unwrap()(
-            ctx.get_raw(),
-            (raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
-                | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS) as i32,
-        );
+        raw::RedisModule_SetModuleOptions.unwrap()(ctx.get_raw(), (options | valkey) as i32);
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
     };
     match metadata::register(ctx, cell_name) {

@@ -144,7 +144,7 @@ pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.SLIDINGLOG",
         summary: c"Admits n units when fewer than limit - n were admitted in the last window seconds.",
-        complexity: c"O(L), L the calls logged within the window",
+        complexity: c"O(T) amortized when admitted, T the runs that left the window since the last call; O(L) when denied, L the runs in the window",
         arity: -5,
         keys: Keys::First,
         categories: WRITE,
@@ -153,7 +153,7 @@ pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.MULTI",
         summary: c"Takes n units from every limit, each on its own key, when all of them admit; else nothing.",
-        complexity: c"O(K), K the keys, plus O(L) for each sliding log",
+        complexity: c"O(K), K the keys (at most 1000), plus O(L) for each sliding log, O(H) for each concurrency limit",
         arity: -8,
         keys: Keys::Counted,
         categories: WRITE,
@@ -189,13 +189,18 @@ pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.SETSTATE",
         summary: c"Writes a limiter's state as given; how changes reach replicas and the AOF.",
-        complexity: c"O(F), F the fields given",
+        complexity: c"O(F), F the fields given; APPEND to leases O(H), H the leases held",
         arity: -3,
         keys: Keys::First,
         categories: WRITE,
         args: &[
             KEY,
             arg(c"kind", STRING, c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, THROTTLE or CONCURRENCY"),
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                token: Some(c"APPEND"),
+                ..arg(c"append", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN, c"adds a log's runs or leases to the key's state")
+            },
             Arg {
                 flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
                 ..arg(c"field", INTEGER, c"the kind's fields")

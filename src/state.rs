@@ -227,25 +227,12 @@ impl Owned {
     /// could have stored it. An empty sliding log has no fields.
     pub fn from_setstate(name: &[u8], fields: &[u128]) -> Option<Owned> {
         if name.eq_ignore_ascii_case(b"SLIDINGLOG") {
-            if !fields.len().is_multiple_of(2) {
-                return None;
-            }
-            let run =
-                |pair: &[u128]| Some((u64::try_from(pair[0]).ok()?, u64::try_from(pair[1]).ok()?));
-            let runs = fields.chunks_exact(2).map(run).collect::<Option<Vec<_>>>()?;
-            return Log::from_runs(runs).map(Owned::Log);
+            return Log::from_runs(runs_of(fields)?).map(Owned::Log);
         }
         if name.eq_ignore_ascii_case(b"CONCURRENCY") {
-            let [last_us, next_id, leases @ ..] = fields else { return None };
-            if !leases.len().is_multiple_of(3) {
-                return None;
-            }
-            let field = |field: u128| u64::try_from(field).ok();
-            let lease = |f: &[u128]| {
-                Some(Lease { id: field(f[0])?, expires_us: field(f[1])?, n: field(f[2])? })
-            };
-            let held = leases.chunks_exact(3).map(lease).collect::<Option<Vec<_>>>()?;
-            let leases = Leases { last_us: field(*last_us)?, next_id: field(*next_id)?, held };
+            let [last_us, next_id, held @ ..] = fields else { return None };
+            let (last_us, next_id) = (u64::try_from(*last_us).ok()?, u64::try_from(*next_id).ok()?);
+            let leases = Leases { last_us, next_id, held: leases_of(held)? };
             return leases.is_valid().then_some(Owned::Leases(leases));
         }
         Fixed::from_fields(name, fields).map(Owned::Fixed)
@@ -260,26 +247,89 @@ impl Owned {
     }
 }
 
-/// The arguments after the key of the RL.SETSTATE that recreates `value`.
-pub fn setstate_args(value: Value) -> Vec<String> {
-    match value {
-        Value::Fixed(fixed) => {
-            let (fields, count) = fixed.fields();
-            let name = fixed.name().to_string_lossy().into_owned();
-            std::iter::once(name).chain(fields[..count].iter().map(u128::to_string)).collect()
-        }
-        Value::Log(log) => std::iter::once("SLIDINGLOG".to_owned())
-            .chain(log.runs().flat_map(|(at_us, count)| [at_us.to_string(), count.to_string()]))
-            .collect(),
-        Value::Leases(leases) => leases_args(leases, &leases.held),
+/// A log's runs in RL.SETSTATE's fields: (time, count) pairs.
+fn runs_of(fields: &[u128]) -> Option<Vec<(u64, u64)>> {
+    if !fields.len().is_multiple_of(2) {
+        return None;
     }
+    let run = |pair: &[u128]| Some((u64::try_from(pair[0]).ok()?, u64::try_from(pair[1]).ok()?));
+    fields.chunks_exact(2).map(run).collect()
 }
 
-/// `CONCURRENCY last_us next_id` and the fields of `held`.
-fn leases_args(leases: &Leases, held: &[Lease]) -> Vec<String> {
-    let header = ["CONCURRENCY".to_owned(), leases.last_us.to_string(), leases.next_id.to_string()];
-    let fields = held.iter().flat_map(|l| [l.id, l.expires_us, l.n].map(|f| f.to_string()));
-    header.into_iter().chain(fields).collect()
+/// Leases in RL.SETSTATE's fields: (id, expires_us, n) triples.
+fn leases_of(fields: &[u128]) -> Option<Vec<Lease>> {
+    if !fields.len().is_multiple_of(3) {
+        return None;
+    }
+    let field = |field: u128| u64::try_from(field).ok();
+    let lease =
+        |f: &[u128]| Some(Lease { id: field(f[0])?, expires_us: field(f[1])?, n: field(f[2])? });
+    fields.chunks_exact(3).map(lease).collect()
+}
+
+/// RL.SETSTATE's `KIND APPEND field...`: adds a log's runs or leases after
+/// those the value holds, when it holds that kind and the state stays one
+/// a command could have stored; else changes nothing and says so. O(runs
+/// given) for a log, O(leases held) for leases.
+///
+/// # Safety
+/// As `view`.
+pub unsafe fn append(value: *mut c_void, name: &[u8], fields: &[u128]) -> bool {
+    let is = |kind: &[u8]| name.eq_ignore_ascii_case(kind);
+    if is(b"SLIDINGLOG")
+        && let (Some(log), Some(runs)) = (unsafe { log_mut(value) }, runs_of(fields))
+    {
+        return log.extend(&runs);
+    }
+    if is(b"CONCURRENCY")
+        && let (Some(leases), Some(held)) = (unsafe { leases_mut(value) }, leases_of(fields))
+    {
+        return leases.extend(&held);
+    }
+    false
+}
+
+/// The most arguments (command name and key included) of a command that
+/// recreates a state, as Redis's own types cap their AOF rewrite's: neither
+/// the rewrite nor a load then holds more than one bounded command.
+const MAX_SETSTATE_ARGS: usize = 1024;
+
+/// The arguments after the key of the RL.SETSTATE commands that recreate
+/// `value`: `KIND field...`, then, for a state of many items (a log's runs,
+/// leases), as many `KIND APPEND item...` as the items need, each command
+/// of at most MAX_SETSTATE_ARGS arguments. Made one command at a time.
+pub fn setstate_commands<'a>(value: Value<'a>) -> impl Iterator<Item = Vec<String>> + 'a {
+    type Items<'a> = Box<dyn Iterator<Item = u64> + 'a>;
+    let (name, header, items, width): (&CStr, Vec<u128>, Items<'a>, usize) = match value {
+        Value::Fixed(fixed) => {
+            let (fields, count) = fixed.fields();
+            (fixed.name(), fields[..count].to_vec(), Box::new(std::iter::empty()), 1)
+        }
+        Value::Log(log) => {
+            (c"SLIDINGLOG", vec![], Box::new(log.runs().flat_map(<[u64; 2]>::from)), 2)
+        }
+        Value::Leases(leases) => {
+            let fields = leases.held.iter().flat_map(|l| [l.id, l.expires_us, l.n]);
+            let header = vec![leases.last_us.into(), leases.next_id.into()];
+            (c"CONCURRENCY", header, Box::new(fields), 3)
+        }
+    };
+    let name = name.to_string_lossy().into_owned();
+    let mut items = items.peekable();
+    let mut first = true;
+    std::iter::from_fn(move || {
+        let mut args = vec![name.clone()];
+        let room = if std::mem::take(&mut first) {
+            args.extend(header.iter().map(u128::to_string));
+            MAX_SETSTATE_ARGS - 3 - header.len()
+        } else {
+            items.peek()?;
+            args.push("APPEND".to_owned());
+            MAX_SETSTATE_ARGS - 4
+        };
+        args.extend(items.by_ref().take(room / width * width).map(|field| field.to_string()));
+        Some(args)
+    })
 }
 
 /// A value as RDB holds it: its kind, its integers, and the bytes of a
@@ -330,7 +380,7 @@ pub fn encode<'a>(value: &Value<'a>) -> Record<'a> {
         Value::Fixed(Fixed::Throttle(s)) => (rdb_kind::THROTTLE, vec![s.tat_ns]),
         Value::Log(log) => {
             let fields = vec![log.first_us, log.last_us, log.total];
-            let runs = Some(Cow::Borrowed(&log.runs[..]));
+            let runs = Some(log.canonical_runs());
             return Record { kind: rdb_kind::SLIDING_LOG, fields, runs };
         }
         Value::Leases(leases) => {
@@ -509,7 +559,7 @@ pub static RATELIMIT_TYPE: RedisType = RedisType::new(
         free_effort: None,
         unlink: None,
         copy: Some(copy),
-        defrag: None,
+        defrag: Some(defrag),
         copy2: None,
         free_effort2: None,
         mem_usage2: None,
@@ -546,33 +596,15 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
     loaded.unwrap_or(std::ptr::null_mut())
 }
 
-/// Leases per command in an AOF rewrite: one key's commands stay small
-/// however many leases it holds.
-const LEASES_PER_COMMAND: usize = 64;
-
-/// Emits `RL.SETSTATE key KIND field...`; Redis adds the expiry itself.
-/// Leases go as an RL.SETSTATE of the first ones and an RL.LEASEAPPLY
-/// `ACQUIRE` for each further group, so no command grows with the key.
+/// Emits the RL.SETSTATE commands that recreate the value (one, unless
+/// it has many items); Redis adds the expiry itself, once.
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let value = unsafe { view(value) };
-    let Value::Leases(leases) = value else {
-        return unsafe { emit(aof, c"RL.SETSTATE", key, &setstate_args(value)) };
-    };
-    let mut groups = leases.held.chunks(LEASES_PER_COMMAND);
-    let first = groups.next().unwrap_or_default();
-    unsafe { emit(aof, c"RL.SETSTATE", key, &leases_args(leases, first)) };
-    for group in groups {
-        for lease in group {
-            let fields = [leases.last_us, lease.id, lease.expires_us, lease.n];
-            let args: Vec<String> = std::iter::once("ACQUIRE".to_owned())
-                .chain(fields.iter().map(u64::to_string))
-                .collect();
-            unsafe { emit(aof, c"RL.LEASEAPPLY", key, &args) };
-        }
+    for args in setstate_commands(unsafe { view(value) }) {
+        unsafe { emit(aof, c"RL.SETSTATE", key, &args) };
     }
 }
 
@@ -624,13 +656,71 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     }
 }
 
+/// Digests the value's RDB record, the state's one canonical encoding: its
+/// kind and integers, and a log's runs or the leases as one buffer, so a
+/// long log costs one pass over its bytes and no copy.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    for arg in setstate_args(unsafe { view(value) }) {
+    let record = encode(&unsafe { view(value) });
+    for field in std::iter::once(record.kind).chain(record.fields) {
+        // Every field fits 64 bits; the digest mixes its bits as they are.
+        unsafe { raw::RedisModule_DigestAddLongLong.unwrap()(md, field as i64) };
+    }
+    if let Some(runs) = record.runs {
         unsafe {
-            raw::RedisModule_DigestAddStringBuffer.unwrap()(md, arg.as_ptr().cast(), arg.len())
+            raw::RedisModule_DigestAddStringBuffer.unwrap()(
+                md,
+                runs.as_ptr().cast_mut().cast(),
+                runs.len(),
+            )
         };
     }
     unsafe { raw::RedisModule_DigestEndSequence.unwrap()(md) };
+}
+
+/// Active defrag: moves the value's allocations (the state, and a log's
+/// runs or the leases) where the allocator asks, as Redis moves its own
+/// types'. A value is a few allocations, so it is done in one call (0).
+unsafe extern "C" fn defrag(
+    ctx: *mut raw::RedisModuleDefragCtx,
+    _key: *mut raw::RedisModuleString,
+    value: *mut *mut c_void,
+) -> c_int {
+    let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else { return 0 };
+    // The new place of an allocation, when the allocator moved it (and
+    // freed the old one).
+    let moved = |at: *mut c_void| Some(unsafe { defrag_alloc(ctx, at) }).filter(|p| !p.is_null());
+    let tag = tag_of(unsafe { *value });
+    if let Some(new) = moved(unsafe { *value }.map_addr(|address| address & !tag::BITS)) {
+        unsafe { *value = new.map_addr(|address| address | tag) };
+    }
+    match tag {
+        tag::SLIDING_LOG => move_buffer(&mut unsafe { untagged::<Log>(*value) }.runs, moved),
+        tag::OTHER => {
+            if let Other::Concurrency(leases) = unsafe { untagged::<Other>(*value) } {
+                let at: *mut Leases = &mut **leases;
+                if let Some(new) = moved(at.cast()) {
+                    // The old box's memory is freed already: overwrite, not drop.
+                    unsafe { std::ptr::write(leases, Box::from_raw(new.cast())) };
+                }
+                move_buffer(&mut leases.held, moved);
+            }
+        }
+        _ => {}
+    }
+    0
+}
+
+/// Lets `moved` move a vector's heap buffer, if it has one.
+fn move_buffer<T>(vec: &mut Vec<T>, moved: impl Fn(*mut c_void) -> Option<*mut c_void>) {
+    if vec.capacity() == 0 {
+        return;
+    }
+    if let Some(new) = moved(vec.as_mut_ptr().cast()) {
+        let (len, capacity) = (vec.len(), vec.capacity());
+        // SAFETY: the allocator copied the buffer, at least as large, and
+        // freed the old one, which must not be dropped.
+        unsafe { std::ptr::write(vec, Vec::from_raw_parts(new.cast(), len, capacity)) };
+    }
 }
 
 unsafe extern "C" fn copy(
@@ -761,7 +851,8 @@ mod tests {
         assert_eq!(throttle(&[999]), None);
         assert_eq!(throttle(&[1 << 64]), None);
         assert_eq!(throttle(&[1000, 1]), None);
-        assert_eq!(setstate_args(Value::Fixed(fixed)), ["THROTTLE", "1700000000123456789"]);
+        let commands: Vec<_> = setstate_commands(Value::Fixed(fixed)).collect();
+        assert_eq!(commands, [["THROTTLE", "1700000000123456789"]]);
     }
 
     #[test]
@@ -788,7 +879,7 @@ mod tests {
         let record = encode(&owned.view());
         assert_eq!((record.kind, &record.fields[..]), (CONCURRENCY, &[leases.last_us, 8, 2][..]));
         assert_eq!(decode(3, &record), None, "no leases before encoding 4");
-        let args = setstate_args(owned.view());
+        let args = setstate_commands(owned.view()).next().unwrap();
         assert_eq!(args[..3], ["CONCURRENCY", "1700000000000000", "8"]);
         let fields: Vec<u128> = args[1..].iter().map(|f| f.parse().unwrap()).collect();
         assert_eq!(Owned::from_setstate(b"concurrency", &fields), Some(owned));
@@ -797,6 +888,60 @@ mod tests {
         let mut late = fields.clone();
         late[0] = 1_700_000_001_000_000;
         assert_eq!(Owned::from_setstate(b"CONCURRENCY", &late), None, "a lease that ran out");
+    }
+
+    /// Replays RL.SETSTATE commands as a load does; `None` when one fails.
+    fn replay(commands: &[Vec<String>]) -> Option<Owned> {
+        let fields =
+            |args: &[String]| args.iter().map(|f| f.parse().ok()).collect::<Option<Vec<u128>>>();
+        let (first, rest) = commands.split_first()?;
+        let value = into_value(Owned::from_setstate(first[0].as_bytes(), &fields(&first[1..])?)?);
+        let appended = rest.iter().all(|args| {
+            args[1] == "APPEND"
+                && fields(&args[2..])
+                    .is_some_and(|f| unsafe { append(value, args[0].as_bytes(), &f) })
+        });
+        let owned = match unsafe { view(value) } {
+            Value::Fixed(fixed) => Owned::Fixed(fixed),
+            Value::Log(log) => Owned::Log(log.clone()),
+            Value::Leases(leases) => Owned::Leases(leases.clone()),
+        };
+        unsafe { free(value) };
+        appended.then_some(owned)
+    }
+
+    #[test]
+    fn long_states_are_rewritten_in_bounded_commands_that_load_back() {
+        let log =
+            Log::from_runs((0..5000).map(|i| (1_700_000_000_000_000 + i * 3, 1 + i % 3))).unwrap();
+        let held = (1..=1000).map(|id| Lease { id, expires_us: 1_700_000_100_000_000 + id, n: 2 });
+        let leases = Leases { last_us: 1_700_000_000_000_000, next_id: 1001, held: held.collect() };
+        for (owned, count) in
+            [(Owned::Log(log), 10), (Owned::Leases(leases), 3), (Owned::Log(Log::default()), 1)]
+        {
+            let commands: Vec<Vec<String>> = setstate_commands(owned.view()).collect();
+            assert_eq!(commands.len(), count);
+            // With the command's name and the key: at most 1024 arguments.
+            assert!(commands.iter().all(|args| args.len() + 2 <= MAX_SETSTATE_ARGS));
+            assert_eq!(replay(&commands), Some(owned));
+        }
+        // A continuation that does not follow the state changes nothing.
+        let log = Log::from_runs([(10, 1), (20, 1)]).unwrap();
+        let commands = [
+            vec!["SLIDINGLOG".into(), "10".into(), "1".into()],
+            vec!["SLIDINGLOG".into(), "APPEND".into(), "20".into(), "1".into()],
+        ];
+        assert_eq!(replay(&commands), Some(Owned::Log(log)));
+        for bad in [["9", "1"], ["20", "0"], ["20", "9007199254740991"]] {
+            let mut commands = commands.clone();
+            commands[1].splice(2.., bad.map(String::from));
+            assert_eq!(replay(&commands), None, "{bad:?}");
+        }
+        let wrong_kind = [
+            commands[0].clone(),
+            vec!["CONCURRENCY".into(), "APPEND".into(), "1".into(), "2".into(), "3".into()],
+        ];
+        assert_eq!(replay(&wrong_kind), None);
     }
 
     #[test]

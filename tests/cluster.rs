@@ -231,3 +231,68 @@ fn slot_owner(nodes: &[Server], key: &str) -> usize {
     }
     panic!("no node serves slot {slot}");
 }
+
+/// The fields of the newest entry of `CLUSTER GETSLOTMIGRATIONS`.
+fn last_migration(con: &mut redis::Connection) -> Vec<(String, String)> {
+    let entries: Vec<Vec<redis::Value>> =
+        redis::cmd("CLUSTER").arg("GETSLOTMIGRATIONS").query(con).unwrap();
+    let text = |v: &redis::Value| redis::from_redis_value::<String>(v.clone()).unwrap_or_default();
+    let entry = entries.last().cloned().unwrap_or_default();
+    entry.chunks(2).map(|pair| (text(&pair[0]), text(&pair[1]))).collect()
+}
+
+/// Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) moves a slot
+/// holding limiters of every kind, a long sliding log and many leases (so
+/// bounded RL.SETSTATE ... APPEND commands), with their state and expiry:
+/// the module declares that it supports it. On a server without it (Redis,
+/// Valkey 8) the test checks that the server does not know the command.
+#[test]
+fn atomic_slot_migration_moves_every_kind() {
+    let nodes = common::start_cluster(3);
+    let source = &nodes[slot_owner(&nodes, "{asm}")];
+    let target = nodes.iter().find(|n| n.port != source.port).unwrap();
+    let con = &mut source.connect();
+    let mut keys = Vec::new();
+    for (command, [a, b]) in LIMITERS {
+        let key = format!("{{asm}}:{command}");
+        let _: Vec<i64> =
+            redis::cmd(command).arg(&key).arg(a).arg(b).arg("*").arg(3).query(con).unwrap();
+        keys.push(key);
+    }
+    let (log, leases) = ("{asm}:log".to_string(), "{asm}:leases".to_string());
+    common::one_a_microsecond(con, &["RL.SLIDINGLOG", &log, common::MAX_UNITS, "1000000"], 5000);
+    common::one_a_microsecond(con, &["RL.ACQUIRE", &leases, common::MAX_UNITS, "1000000"], 1000);
+    keys.extend([log, leases]);
+    let before = snapshot(con, &keys);
+    let slot = slot_of(con, "{asm}");
+    let target_id = node_id(&mut target.connect());
+    let migrate = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&target_id)
+        .query::<()>(con);
+    if let Err(unknown) = migrate {
+        eprintln!("this server has no atomic slot migration: {unknown}");
+        assert!(unknown.to_string().to_lowercase().contains("unknown subcommand"), "{unknown}");
+        return;
+    }
+    let state = |con: &mut redis::Connection| {
+        let fields = last_migration(con);
+        let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        (field("state").unwrap_or_default(), field("message").unwrap_or_default())
+    };
+    wait_until("the slot migration", || {
+        let (state, message) = state(con);
+        assert_ne!(state, "failed", "{message}\n{}", source.log());
+        state == "success"
+    });
+    wait_until("the target to own the slot", || {
+        nodes[slot_owner(&nodes, "{asm}")].port == target.port
+    });
+    assert_eq!(snapshot(&mut target.connect(), &keys), before);
+    let left: i64 = redis::cmd("DBSIZE").query(con).unwrap();
+    assert_eq!(left, 0, "the source kept keys");
+}

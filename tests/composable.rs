@@ -22,7 +22,7 @@ const T_US: u64 = 1_700_000_040_000_000;
 const MAX: i64 = 9_007_199_254_740_991;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const NUMKEYS: &str = "ERR numkeys must be a positive integer";
+const NUMKEYS: &str = "ERR numkeys must be an integer from 1 to 1000";
 const REPEATED: &str = "ERR a key may appear only once";
 const ALGORITHM: &str = "ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY";
 const CAPACITY: &str = "ERR capacity must be an integer from 1 to 9007199254740991";
@@ -359,6 +359,31 @@ fn multi_repeated_key_and_wrong_arity_change_nothing() {
     }
     assert_eq!(snapshot(con, &["k1", "k2", "k3"]), before);
     assert_eq!(dbsize(con), 2);
+}
+
+/// RL.MULTI takes up to 1000 keys, so one call cannot block the server
+/// for long; more are refused before any argument is read.
+#[test]
+fn multi_takes_at_most_1000_keys() {
+    let (_server, con) = &mut server();
+    let keys = |count: usize| -> Vec<String> {
+        let names = (0..count).map(|i| format!("{{user:1}}:{i}"));
+        let specs = (0..count).flat_map(|_| ["FIXEDWINDOW", "5", "60", "1"].map(String::from));
+        let now = std::iter::once(at(1000));
+        std::iter::once(count.to_string()).chain(names).chain(now).chain(specs).collect()
+    };
+    let args = keys(1001);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(multi_error(con, &args), NUMKEYS);
+    let million = ["1000000", "k1", "1000", "TOKENBUCKET", "10", "1", "1"];
+    assert_eq!(multi_error(con, &million), NUMKEYS);
+    assert_eq!(dbsize(con), 0);
+    let args = keys(1000);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (allowed, retry, fields) = multi(con, &args);
+    assert_eq!((allowed, retry, fields.len()), (1, 0, 1000));
+    assert!(fields.iter().all(|f| f[..4] == [1, 4, 5, 0]), "{:?}", &fields[..2]);
+    assert_eq!(dbsize(con), 1000);
 }
 
 #[test]

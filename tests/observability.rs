@@ -53,7 +53,7 @@ fn command_info_has_flags_arity_and_key_spec() {
         let Value::Array(flags) = &info[2] else { panic!() };
         let flags: Vec<String> = flags.iter().map(text).collect();
         let expected: &[&str] = match command {
-            "RL.PEEK" => &["readonly", "module", "fast"],
+            "RL.PEEK" => &["readonly", "module"],
             "RL.SLIDINGLOG" | "RL.SETSTATE" | "RL.LOGAPPLY" | "RL.REFUND" | "RL.ACQUIRE"
             | "RL.RELEASE" | "RL.RENEW" | "RL.LEASEAPPLY" => &["write", "denyoom", "module"],
             "RL.MULTI" => &["write", "denyoom", "module", "movablekeys"],
@@ -107,7 +107,9 @@ fn command_docs_describe_every_argument() {
                 assert_eq!(names, ["key", "capacity", "rate", "now", "n"]);
                 assert_eq!(complexity, "O(1)");
             }
-            "RL.SETSTATE" => assert_eq!(names, ["key", "kind", "field", "unix-time-milliseconds"]),
+            "RL.SETSTATE" => {
+                assert_eq!(names, ["key", "kind", "append", "field", "unix-time-milliseconds"])
+            }
             "RL.LOGAPPLY" => assert_eq!(
                 names,
                 ["key", "change", "cutoff_us", "at_us", "n", "unix-time-milliseconds"]
@@ -120,7 +122,9 @@ fn command_docs_describe_every_argument() {
             }
             "RL.SLIDINGLOG" => {
                 assert_eq!(names, ["key", "limit", "window", "now", "n"]);
-                assert_eq!(complexity, "O(L), L the calls logged within the window");
+                let cost = "O(T) amortized when admitted, T the runs that left the window since \
+                            the last call; O(L) when denied, L the runs in the window";
+                assert_eq!(complexity, cost);
             }
             "RL.ACQUIRE" => {
                 assert_eq!(names, ["key", "limit", "lease", "now", "n"]);

@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    Server, aof_base, aof_commands, aof_server, contains, dump, ints, wait_for_aof_rewrite,
+    MAX_UNITS, Server, aof_base, aof_commands, aof_server, contains, dump, ints, one_a_microsecond,
+    resp_commands, wait_for_aof_rewrite,
 };
 
 /// Every kind of limiter, each with parameters under which nothing expires
@@ -173,13 +174,13 @@ fn many_leases_survive_every_way_of_persisting() {
             common::snapshot(con, &["leases"])
         };
         if preamble == "no" {
-            // Bounded commands: the first 64 leases in RL.SETSTATE, the rest one
-            // RL.LEASEAPPLY each.
-            let base = String::from_utf8_lossy(&aof_base(&server)).into_owned();
-            assert_eq!(base.matches("RL.SETSTATE").count(), 1);
-            assert_eq!(base.matches("RL.LEASEAPPLY").count(), 150 - 64);
-            let longest = base.split("*").map(str::len).max().unwrap_or(0);
-            assert!(longest < 4000, "a command of {longest} bytes");
+            // 150 leases fit one RL.SETSTATE of at most 1024 arguments (the
+            // split into several is long_states_are_rewritten_in_bounded_commands).
+            let commands = resp_commands(&aof_base(&server));
+            let of_leases: Vec<_> = commands.iter().filter(|args| args[1] == "leases").collect();
+            assert_eq!(of_leases.len(), 2, "{of_leases:?}");
+            assert_eq!((&*of_leases[0][0], of_leases[0].len()), ("RL.SETSTATE", 5 + 150 * 3));
+            assert_eq!(of_leases[1][0], "PEXPIREAT");
         }
         server.restart();
         let con = &mut server.connect();
@@ -219,4 +220,41 @@ fn a_sliding_log_change_is_propagated_as_one_logapply() {
             .to_vec(),
     ];
     assert_eq!(commands, expected);
+}
+
+/// A long sliding log and many leases are rewritten without the RDB
+/// preamble as RL.SETSTATE commands of at most 1024 arguments each, their
+/// expiry once, in an AOF that grows with the log (about 30 bytes a run),
+/// and load back exactly.
+#[test]
+fn long_states_are_rewritten_in_bounded_commands() {
+    const RUNS: u64 = 200_000;
+    let mut server = aof_server("no");
+    let keys = ["log", "leases"];
+    let before = {
+        let con = &mut server.connect();
+        wait_for_aof_rewrite(con);
+        one_a_microsecond(con, &["RL.SLIDINGLOG", "log", MAX_UNITS, "1000000"], RUNS);
+        one_a_microsecond(con, &["RL.ACQUIRE", "leases", MAX_UNITS, "1000000"], 2000);
+        let _: String = redis::cmd("BGREWRITEAOF").query(con).unwrap();
+        wait_for_aof_rewrite(con);
+        common::snapshot(con, &keys)
+    };
+    let base = aof_base(&server);
+    let commands = resp_commands(&base);
+    let most = commands.iter().map(Vec::len).max().unwrap();
+    assert!(most <= 1024, "a command of {most} arguments");
+    for key in keys {
+        let of_key = |name: &str| {
+            commands
+                .iter()
+                .filter(|args| args[0].eq_ignore_ascii_case(name) && args[1] == key)
+                .count()
+        };
+        assert_eq!(of_key("PEXPIREAT"), 1, "{key}: the expiry once");
+        assert!(of_key("RL.SETSTATE") > 1, "{key}: in several commands");
+    }
+    assert!(base.len() < 32 * RUNS as usize, "{} bytes for {RUNS} runs", base.len());
+    server.restart();
+    assert_eq!(common::snapshot(&mut server.connect(), &keys), before, "{}", server.log());
 }

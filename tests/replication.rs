@@ -92,3 +92,34 @@ fn replica_holds_identical_state() {
         assert_eq!(info_field(p, "replication", "master_repl_offset"), offset, "{command}");
     }
 }
+
+/// With `repl-diskless-load swapdb` a replica loads the primary's data
+/// from the socket into a second database while it keeps serving its own,
+/// then swaps them: the module declares that it supports this, so the
+/// replica no longer falls back to a load from disk ("Skipping
+/// diskless-load because there are modules that are not aware of async
+/// replication").
+#[test]
+fn a_replica_loads_swapdb_diskless() {
+    let primary =
+        Server::start(&["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"]);
+    let p = &mut primary.connect();
+    common::one_a_microsecond(p, &["RL.SLIDINGLOG", "log", common::MAX_UNITS, "1000000"], 20_000);
+    common::one_a_microsecond(p, &["RL.ACQUIRE", "leases", common::MAX_UNITS, "1000000"], 500);
+    ints(p, &["RL.TOKENBUCKET", "bucket", "10", "0.001", "*", "3"]);
+    let keys = ["log", "leases", "bucket"];
+    let port = primary.port.to_string();
+    let replica =
+        Server::start(&["--replicaof", "127.0.0.1", &port, "--repl-diskless-load", "swapdb"]);
+    let r = &mut replica.connect();
+    for _ in 0..500 {
+        if info_field(r, "replication", "master_link_status") == "up" {
+            break;
+        }
+        sleep(Duration::from_millis(20));
+    }
+    let log = replica.log();
+    assert!(log.contains("Swapping active DB with loaded DB"), "{log}");
+    assert!(!log.contains("Skipping diskless-load"), "{log}");
+    assert_eq!(common::snapshot(r, &keys), common::snapshot(p, &keys));
+}

@@ -129,6 +129,19 @@ impl Leases {
         self.live(now_us).find(|lease| lease.id == id)
     }
 
+    /// Adds `leases` after the held ones when the state stays one that
+    /// `is_valid` takes; else changes nothing and says so. O(H): how many
+    /// leases are loaded back from an AOF, a bounded command at a time.
+    pub fn extend(&mut self, leases: &[Lease]) -> bool {
+        let held = self.held.len();
+        self.held.extend_from_slice(leases);
+        let valid = self.is_valid();
+        if !valid {
+            self.held.truncate(held);
+        }
+        valid
+    }
+
     /// Bytes of memory the leases take beyond the struct, for MEMORY USAGE.
     pub fn heap_bytes(&self) -> usize {
         self.held.capacity() * size_of::<Lease>()

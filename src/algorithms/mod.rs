@@ -128,3 +128,50 @@ pub(crate) mod test_support {
         (v.allowed, v.remaining, v.retry_after_ms, v.reset_after_ms)
     }
 }
+
+/// The unit tests' allocator: the system's, counting the bytes each thread
+/// holds and their peak, so that a test can say how much memory a call
+/// needs (threads run tests side by side; each counts its own).
+#[cfg(test)]
+pub(crate) mod test_alloc {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+        static PEAK: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn add(bytes: isize) {
+        let _ = LIVE.try_with(|live| {
+            live.set(live.get() + bytes);
+            let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live.get())));
+        });
+    }
+
+    struct Counting;
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            add(-(layout.size() as isize));
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    /// What `call` returns, and the most bytes it held at once beyond
+    /// those held before it (what it returns included).
+    pub fn peak_bytes<T>(call: impl FnOnce() -> T) -> (T, usize) {
+        let before = LIVE.with(Cell::get);
+        PEAK.with(|peak| peak.set(before));
+        let result = call();
+        (result, (PEAK.with(Cell::get) - before).max(0) as usize)
+    }
+}

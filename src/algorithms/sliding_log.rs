@@ -6,11 +6,13 @@
 //! the run before (0 for the first, whose time is `first_us`), then its
 //! count. A run of units a few milliseconds apart takes 3 to 4 bytes.
 
+use std::borrow::Cow;
+
 use super::fixed_window::{Params, ms_between};
 use super::varint::{get_varint, put_varint};
 use super::{MAX_TIME_US, MAX_UNITS, Verdict};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Log {
     /// Time of the oldest run, Unix microseconds (0 when empty).
     pub first_us: u64,
@@ -18,9 +20,22 @@ pub struct Log {
     pub last_us: u64,
     /// Units in all runs, at most MAX_UNITS.
     pub total: u64,
-    /// The runs, encoded as above.
+    /// The runs, encoded as above, from byte `head`: the runs before it
+    /// left the window, and are dropped in bulk (see `trim`). The run at
+    /// `head` is the first; its time is `first_us`, whatever its delta.
     pub runs: Vec<u8>,
+    head: usize,
 }
+
+/// Logs are equal when they hold the same runs.
+impl PartialEq for Log {
+    fn eq(&self, other: &Log) -> bool {
+        let header = |log: &Log| (log.first_us, log.last_us, log.total);
+        header(self) == header(other) && self.canonical_runs() == other.canonical_runs()
+    }
+}
+
+impl Eq for Log {}
 
 /// What an admitted call does to the log: drop the runs before
 /// `cutoff_us` (they left the window), then add `count` units at `at_us`.
@@ -57,9 +72,7 @@ impl Log {
     pub fn from_runs(runs: impl IntoIterator<Item = (u64, u64)>) -> Option<Log> {
         let mut log = Log::default();
         for (at_us, count) in runs {
-            let fits = log.total.checked_add(count).is_some_and(|total| total <= MAX_UNITS);
-            if count == 0 || !fits || at_us > MAX_TIME_US || (log.total > 0 && at_us < log.last_us)
-            {
+            if !log.may_follow(at_us, count) {
                 return None;
             }
             log.push(at_us, count);
@@ -67,30 +80,69 @@ impl Log {
         Some(log)
     }
 
+    /// Whether a run of `count` units at `at_us` may follow the log's runs
+    /// in a log that calls could have made (see `from_runs`).
+    fn may_follow(&self, at_us: u64, count: u64) -> bool {
+        let fits = self.total.checked_add(count).is_some_and(|total| total <= MAX_UNITS);
+        count > 0 && fits && at_us <= MAX_TIME_US && (self.total == 0 || at_us >= self.last_us)
+    }
+
+    /// Logs `runs` (oldest first) after the log's own when `from_runs`
+    /// would take them all together; else changes nothing and says so.
+    /// O(runs given), however long the log: how a long log is loaded back
+    /// from an AOF, a bounded command at a time.
+    pub fn extend(&mut self, runs: &[(u64, u64)]) -> bool {
+        let mut after = Log { runs: Vec::new(), ..*self };
+        for &(at_us, count) in runs {
+            if !after.may_follow(at_us, count) {
+                return false;
+            }
+            (after.last_us, after.total) = (at_us, after.total + count);
+        }
+        for &(at_us, count) in runs {
+            self.push(at_us, count);
+        }
+        true
+    }
+
     /// Decodes a stored log, refusing anything `from_runs` would not build
-    /// (and every byte of `runs` must belong to a run).
+    /// (and every byte of `runs` must belong to a run). One pass over the
+    /// bytes, then one copy of them: a load holds the log about twice.
     pub fn decode(first_us: u64, last_us: u64, total: u64, runs: &[u8]) -> Option<Log> {
-        let stored = Log { first_us, last_us, total, runs: runs.to_vec() };
-        let mut decoded = Vec::new();
-        let (mut position, mut at_us) = (0, first_us);
+        // The header of the log the runs make, built as `from_runs` would.
+        let mut built = Log::default();
+        let mut position = 0;
         while position < runs.len() {
-            let run = stored.run_at(position, at_us)?;
-            if decoded.is_empty() && run.at_us != first_us {
+            let delta = shortest_varint(runs, &mut position)?;
+            let count = shortest_varint(runs, &mut position)?;
+            let at_us =
+                if built.total == 0 { first_us } else { built.last_us.checked_add(delta)? };
+            // The first run's delta is 0; its time is the header's.
+            if (built.total == 0 && delta != 0) || !built.may_follow(at_us, count) {
                 return None;
             }
-            decoded.push((run.at_us, run.count));
-            (position, at_us) = (run.end, run.at_us);
+            if built.total == 0 {
+                built.first_us = at_us;
+            }
+            (built.last_us, built.total) = (at_us, built.total + count);
         }
-        // Rebuilt from its runs, it must be the same log, byte for byte (a
-        // varint has one encoding).
-        let log = Log::from_runs(decoded)?;
-        let header = (log.first_us, log.last_us, log.total);
-        (header == (first_us, last_us, total) && log.runs == runs).then_some(log)
+        let header = (built.first_us, built.last_us, built.total);
+        (header == (first_us, last_us, total)).then(|| Log { runs: runs.to_vec(), ..built })
+    }
+
+    /// The runs as stored: from the first, its delta 0.
+    pub fn canonical_runs(&self) -> Cow<'_, [u8]> {
+        if self.head == 0 {
+            return Cow::Borrowed(&self.runs);
+        }
+        let delta_len = self.runs.get(self.head..).and_then(get_varint).map_or(0, |(_, len)| len);
+        let count_start = (self.head + delta_len).min(self.runs.len());
+        Cow::Owned([&[0u8][..], &self.runs[count_start..]].concat())
     }
 
     /// The runs, oldest first.
     pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let mut position = 0;
+        let mut position = self.head;
         let mut at_us = self.first_us;
         std::iter::from_fn(move || {
             let run = self.run_at(position, at_us)?;
@@ -104,7 +156,8 @@ impl Log {
         let (delta, delta_len) = get_varint(self.runs.get(start..)?)?;
         let count_start = start + delta_len;
         let (count, count_len) = get_varint(self.runs.get(count_start..)?)?;
-        let at_us = previous_us.checked_add(delta)?;
+        let at_us =
+            if start == self.head { self.first_us } else { previous_us.checked_add(delta)? };
         Some(Run { at_us, count, end: count_start + count_len, count_start })
     }
 
@@ -131,27 +184,34 @@ impl Log {
     }
 
     /// Drops the runs before `cutoff_us`, and gives memory back when
-    /// that leaves most of it unused.
+    /// that leaves most of it unused. The runs that left stay in front of
+    /// `head` until they take as many bytes as the runs still in the
+    /// window, and are then dropped at once: a call moves the log's bytes
+    /// only after calls have trimmed as many, so a trim costs O(runs
+    /// trimmed) however long the log.
     fn trim(&mut self, cutoff_us: u64) {
-        let (mut position, mut at_us) = (0, self.first_us);
+        let (mut position, mut at_us) = (self.head, self.first_us);
         let mut first_live = None;
         while let Some(run) = self.run_at(position, at_us) {
             if run.at_us >= cutoff_us {
-                first_live = Some(run);
+                first_live = Some((position, run));
                 break;
             }
             self.total -= run.count;
             (position, at_us) = (run.end, run.at_us);
         }
         match first_live {
-            Some(run) => {
-                // This run becomes the first: its delta is rewritten as 0.
-                self.runs.splice(..run.count_start, [0u8]);
-                self.first_us = run.at_us;
+            Some((start, run)) => {
+                (self.head, self.first_us) = (start, run.at_us);
+                if self.head > 0 && self.head >= self.runs.len() - self.head {
+                    // This run becomes the first: its delta is rewritten as 0.
+                    self.runs.splice(..run.count_start, [0u8]);
+                    self.head = 0;
+                }
             }
             None => {
                 self.runs.clear();
-                (self.first_us, self.last_us, self.total) = (0, 0, 0);
+                (self.first_us, self.last_us, self.total, self.head) = (0, 0, 0, 0);
             }
         }
         // Room for one more run stays, so the next append does not grow it.
@@ -200,8 +260,17 @@ impl Log {
     }
 }
 
+/// The varint at `position`, moving past it, when it is in the one form
+/// `put_varint` writes (no high groups of zeros).
+fn shortest_varint(bytes: &[u8], position: &mut usize) -> Option<u64> {
+    let (value, len) = get_varint(bytes.get(*position..)?)?;
+    let shortest = len == 1 || bytes[*position + len - 1] != 0;
+    *position += len;
+    shortest.then_some(value)
+}
+
 /// A missing key: a log with nothing in it.
-pub const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new() };
+pub const EMPTY: &Log = &Log { first_us: 0, last_us: 0, total: 0, runs: Vec::new(), head: 0 };
 
 /// The log at `now_us` (never before its newest run): the window's
 /// cutoff, the earliest time still in it, and the units still in it.
@@ -411,6 +480,47 @@ mod tests {
         assert_eq!(Log::from_runs([(T0, 1), (T0 - 1, 1)]), None);
     }
 
+    /// Loading a log holds it about twice (the bytes Redis read, and the
+    /// log's own copy), not once per run in a list as well.
+    #[test]
+    fn decoding_holds_only_the_copy_it_returns() {
+        use super::super::test_alloc::peak_bytes;
+        let log = Log::from_runs((0..1_000_000).map(|i| (T0 + i * 3, 1 + i % 2))).unwrap();
+        let runs = &log.runs[..];
+        let (decoded, peak) =
+            peak_bytes(|| Log::decode(log.first_us, log.last_us, log.total, runs));
+        assert_eq!(decoded.as_ref(), Some(&log));
+        assert!(peak <= runs.len(), "{peak} bytes to decode {} bytes", runs.len());
+    }
+
+    /// A call that trims a run or two off a long log does not move the
+    /// rest: the runs that left are dropped together once they take as many
+    /// bytes as the runs still in the window, so the log's bytes move about
+    /// once for every byte trimmed, and it never holds more than twice them.
+    #[test]
+    fn trimming_moves_the_log_only_once_as_many_bytes_left() {
+        // Calls 1 s and a few ms apart, so that no two stretches of bytes
+        // match; a unit leaves a thousand calls later.
+        let p = Params { limit: MAX_UNITS, window_us: 999_500_000 };
+        let at = |i: u64| T0 + i * SECOND + i % 7 * 1000;
+        let mut log = Some(Log::from_runs((0..1000).map(|i| (at(i), 1))).unwrap());
+        let front = |log: &Option<Log>| log.as_ref().unwrap().runs[..8].to_vec();
+        let (mut moves, mut before) = (0, front(&log));
+        for i in 1000..4000 {
+            // Each call lets the oldest run leave and logs one.
+            assert!(run(&mut log, at(i), &p, 1).0);
+            let stored = log.as_ref().unwrap();
+            assert_eq!(stored.total, 1000);
+            let live = stored.canonical_runs().len();
+            assert!(stored.runs.len() <= 2 * live + 8, "{} bytes for {live}", stored.runs.len());
+            // The bytes in front move only when the log does.
+            moves += usize::from(front(&log) != before);
+            before = front(&log);
+        }
+        // Every call trimmed a run; about one in a thousand moved the log.
+        assert!((2..=4).contains(&moves), "{moves} moves in 3000 calls");
+    }
+
     #[test]
     fn takes_nothing_past_the_ranges() {
         let full = Log::from_runs([(T0, MAX_UNITS - 1)]).unwrap();
@@ -445,7 +555,7 @@ mod tests {
             prop_assert_eq!(log.takes(&append), expected.is_some());
             if let Some(expected) = expected {
                 log.apply(append);
-                let decoded = Log::decode(log.first_us, log.last_us, log.total, &log.runs);
+                let decoded = Log::decode(log.first_us, log.last_us, log.total, &log.canonical_runs());
                 prop_assert_eq!(decoded.as_ref(), Some(&expected));
             }
         }

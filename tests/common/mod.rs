@@ -384,7 +384,12 @@ pub fn aof_files(server: &Server, kind: &str) -> Vec<u8> {
 /// The commands of the AOF's incremental files, each as its arguments
 /// (module arguments hold no CR LF, so the RESP splits on it).
 pub fn aof_commands(server: &Server) -> Vec<Vec<String>> {
-    let text = String::from_utf8(aof_files(server, ".incr.")).expect("text commands");
+    resp_commands(&aof_files(server, ".incr."))
+}
+
+/// The commands of an AOF's text, each as its arguments.
+pub fn resp_commands(bytes: &[u8]) -> Vec<Vec<String>> {
+    let text = std::str::from_utf8(bytes).expect("text commands");
     let mut lines = text.split("\r\n");
     let mut commands = Vec::new();
     while let Some(header) = lines.next().filter(|line| !line.is_empty()) {
@@ -417,4 +422,18 @@ pub fn aof_server(preamble: &str) -> Server {
 /// Whether `needle` occurs in `haystack` (a command name in an AOF file).
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|window| window == needle)
+}
+
+/// The largest limit: a sliding log that no call is ever denied by.
+pub const MAX_UNITS: &str = "9007199254740991";
+
+/// `count` calls of `command` (its arguments before `now`), pipelined, one
+/// a microsecond from 1700000000 s: a long sliding log in about a second.
+pub fn one_a_microsecond(con: &mut redis::Connection, command: &[&str], count: u64) {
+    let mut pipe = redis::pipe();
+    for i in 0..count {
+        let now = format!("{}.{:06}", 1_700_000_000 + i / 1_000_000, i % 1_000_000);
+        pipe.cmd(command[0]).arg(&command[1..]).arg(now).ignore();
+    }
+    let () = pipe.query(con).unwrap();
 }
