@@ -28,7 +28,7 @@ class RateLimiterUnavailable(Exception):
     """Redis was unreachable or too slow and the limiter fails closed (503)."""
 
 
-Units = Union[int, Mapping[str, int], None]
+Units = Optional[Mapping[str, int]]
 #: One RL.MULTI's reply: allowed, retry_after_ms, each limit's result.
 Outcome = tuple[bool, int, list[LimitResult]]
 
@@ -118,20 +118,27 @@ class _Core:
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
 
     def units(self, decision: Decision, units: Units) -> list[tuple[LimitResult, int]]:
-        """What a refund gives back: each limit's cost, or `units` (one number
-        for all, or a number per policy name). Nothing for a denied decision:
-        it took nothing."""
+        """What a refund gives back: each limit's cost, or the units per
+        policy name in `units` (only those limits get units back, at most
+        what each took). Nothing for a denied decision: it took nothing."""
+        if units is not None and not isinstance(units, Mapping):
+            raise TypeError(
+                f"refund: units must be a mapping of policy name to units, e.g. {{{decision.limits[0].name!r}: 3}} "
+                f"(got {units!r}; a bare number was ambiguous: it gave that many back to every limit)"
+            )
+        names = {r.name for r in decision.limits}
+        for name, n in (units or {}).items():
+            if name not in names:
+                raise ValueError(f"refund: no limit named {name!r} in the decision (its limits: {', '.join(sorted(names))})")
+            check_integer(f"refund[{name!r}]", n, 0)
         out: list[tuple[LimitResult, int]] = []
         if not decision.allowed:
             return out
         for r in decision.limits:
-            if units is None:
-                n = r.cost
-            elif isinstance(units, Mapping):
-                n = units.get(r.name, 0)
-            else:
-                n = units
-            if check_integer("units", n, 0) > 0:
+            n = r.cost if units is None else units.get(r.name, 0)
+            if n > r.cost:
+                raise ValueError(f"refund[{r.name!r}]: {n} is more than the {r.cost} the request took")
+            if n > 0:
                 out.append((r, n))
         return out
 
@@ -231,8 +238,9 @@ class RateLimiter:
 
     def refund(self, decision: Decision, units: Units = None) -> bool:
         """Gives units back (RL.REFUND): each limit's cost by default, or
-        `units`, e.g. {"tokens": unused} after reserving the most a request
-        may use. False when Redis was unavailable (logged)."""
+        units per policy name, e.g. {"tokens": unused} after reserving the
+        most a request may use (the other limits keep theirs). False when
+        Redis was unavailable (logged)."""
         try:
             for r, n in self.core.units(decision, units):
                 self._call(refund_args(_charge_of(r), n))
