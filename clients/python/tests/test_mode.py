@@ -57,7 +57,7 @@ def test_auto_decides_again_after_a_reconnect() -> None:
             taken = (remaining(sync.check()), remaining(await asynchronous.check()))
             taken = (remaining(sync.check()), remaining(await asynchronous.check()))  # the decision, cached
             with server.client() as r:
-                seen.append((*taken, r.type("ratelimit:{sync}:default"), r.type("ratelimit:{async}:default")))
+                seen.append((*taken, r.type("ratelimit:{sync}:tokenbucket:3:0.001"), r.type("ratelimit:{async}:tokenbucket:3:0.001")))
         await client.aclose()
         return seen
 
@@ -168,7 +168,7 @@ def test_a_key_of_the_other_mode_is_refused_naming_both_modes(module_server: Ser
 
     assert remaining(limiter("s", "script").check()) == 2
     assert remaining(limiter("m", "module").check()) == 2
-    keys = [b"ratelimit:{s}:default", b"ratelimit:{m}:default"]
+    keys = [b"ratelimit:{s}:tokenbucket:3:0.001", b"ratelimit:{m}:tokenbucket:3:0.001"]
     assert [r.type(k) for k in keys] == [b"string", b"ratelimit"]
     before = [(r.dump(k), r.pexpiretime(k.decode())) for k in keys]
 
