@@ -103,10 +103,13 @@ def test_the_limiter_example(own_server: Server, mode: str, monkeypatch: pytest.
     # The daily window counted the admitted requests, not the refused or the refunded one.
     assert peek_remaining(client, mode, "RL.PEEK", daily, "FIXEDWINDOW", "1000", "86400", "*", "0") == 1000 - admitted
 
-    own_server.stop()  # Redis down: the example fails open
+    own_server.stop()  # Redis down: the example fails open; the client just denied stays denied, in process
     try:
-        assert handle(SCOPE, lambda: "ok") == (200, {}, "ok")
-        assert ns["would_pass"](SCOPE) is False
+        other = {**SCOPE, "client": ("203.0.113.9", 5000)}
+        assert handle(other, lambda: "ok") == (200, {}, "ok")
+        assert ns["would_pass"](other) is False
+        if time.monotonic() - denied_at < 0.5:
+            assert handle(SCOPE, lambda: "ok")[0] == 429
     finally:
         own_server.start()
 
@@ -156,9 +159,11 @@ def test_the_flask_example(own_server: Server, monkeypatch: pytest.MonkeyPatch) 
         status, headers, body = get(port, "/health", "203.0.113.1")
         assert (status, body, rate_headers(headers)) == (200, "ok", {})
         own_server.stop()
-        try:  # Redis down: failing open
+        try:  # Redis down: the client just denied for a minute stays denied, in process; the other view fails open
             status, headers, text = post(port, "/login")
-            assert (status, text, rate_headers(headers)) == (200, "welcome", {})
+            assert status == 429 and json.loads(text)["error"] == "rate_limit_exceeded"
+            status, headers, body = get(port, "/health", "203.0.113.1")
+            assert (status, body, rate_headers(headers)) == (200, "ok", {})
         finally:
             own_server.start()
 

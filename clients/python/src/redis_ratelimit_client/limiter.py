@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from . import transport
 from .commands import Charge, multi_args, multi_results, peek_args, refund_args, result
 from .decision import Decision, LimitResult
+from .denials import DenialCache
 from .keys import by_ip
 from .limits import ConfigurationError, KeyFunction, Limit, check_integer
 from .mode import Mode, check_mode
@@ -44,6 +45,7 @@ class _Core:
         timeout: float,
         fail_open: bool,
         mode: Mode,
+        denial_cache: int,
         allow_async: bool,
     ) -> None:
         single = isinstance(limits, Limit)
@@ -82,6 +84,9 @@ class _Core:
             raise ConfigurationError(f"fail_open: must be True or False (got {fail_open!r})")
         self.fail_open = fail_open
         self.mode = check_mode(mode)
+        if isinstance(denial_cache, bool) or not isinstance(denial_cache, int) or denial_cache < 0:
+            raise ConfigurationError(f"denial_cache: must be an integer >= 0, the most denials kept (0: off) (got {denial_cache!r})")
+        self.denials = DenialCache(denial_cache)
 
     @property
     def names(self) -> list[str]:
@@ -116,6 +121,12 @@ class _Core:
         retry = 0 if allowed else (-1 if -1 in waits else max(waits))
         by_key = {r.key: r for o in outcomes for r in o[2]}
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
+
+    def decided(self, outcomes: list[Outcome], charges: list[Charge]) -> Decision:
+        """Redis's decision for a check; a denial is remembered (denials.py)."""
+        decision = self.combine(outcomes, charges)
+        self.denials.remember(charges, decision)
+        return decision
 
     def units(self, decision: Decision, units: Units) -> list[tuple[LimitResult, int]]:
         """What a refund gives back: each limit's cost, or the units per
@@ -172,15 +183,16 @@ class RateLimiter:
         timeout: float = 1.0,
         fail_open: bool = True,
         mode: Mode = "auto",
+        denial_cache: int = 10_000,
     ) -> None:
         self.redis = transport.check_sync_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=False)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, denial_cache, allow_async=False)
 
     def with_limits(self, *limits: Limit) -> RateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return RateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,  # type: ignore[arg-type]
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
+            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode, denial_cache=self.core.denials.size,
         )
 
     def charges(self, request: Any) -> list[Charge]:
@@ -197,6 +209,9 @@ class RateLimiter:
 
     def check(self, request: Any = None) -> Optional[Decision]:
         charges = self.charges(request)
+        cached = self.core.denials.answer(charges)
+        if cached is not None:
+            return cached
         outcomes: list[Outcome] = []
         try:
             for group in self.core.groups(self.redis, charges):
@@ -209,7 +224,7 @@ class RateLimiter:
             return None
         if not all(o[0] for o in outcomes):
             outcomes = self._give_back(outcomes)
-        return self.core.combine(outcomes, charges)
+        return self.core.decided(outcomes, charges)
 
     def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
         """Refunds the calls that admitted (on a cluster, when another call
@@ -270,15 +285,16 @@ class AsyncRateLimiter:
         timeout: float = 1.0,
         fail_open: bool = True,
         mode: Mode = "auto",
+        denial_cache: int = 10_000,
     ) -> None:
         self.redis = transport.check_async_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=True)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, denial_cache, allow_async=True)
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return AsyncRateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
+            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode, denial_cache=self.core.denials.size,
         )
 
     async def charges(self, request: Any) -> list[Charge]:
@@ -295,6 +311,9 @@ class AsyncRateLimiter:
 
     async def check(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
+        cached = self.core.denials.answer(charges)
+        if cached is not None:
+            return cached
         outcomes: list[Outcome] = []
         try:
             for group in self.core.groups(self.redis, charges):
@@ -307,7 +326,7 @@ class AsyncRateLimiter:
             return None
         if not all(o[0] for o in outcomes):
             outcomes = await self._give_back(outcomes)
-        return self.core.combine(outcomes, charges)
+        return self.core.decided(outcomes, charges)
 
     async def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
         out = []
