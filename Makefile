@@ -8,7 +8,7 @@ PORT ?= 6379
 # rebuild between them.
 export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
-.PHONY: all deps build test test-clients memcheck run bench instructions cluster cluster-stop example clean
+.PHONY: all deps build test test-clients memcheck run bench bench-clients instructions cluster cluster-stop example clean
 
 all: build
 
@@ -62,6 +62,14 @@ run: build
 # when there is one, else redis-cell from the crates registry).
 bench: build
 	scripts/bench.sh
+
+# The Python client's check() in a tight loop, sync and asyncio, beside the
+# bare RL.MULTI it sends and the `limits` package's moving and fixed window
+# (clients/python/bench/loop.py: interleaved rounds, medians, ratios to the
+# bare command; about a minute). `limits` goes into the bench's own venv.
+bench-clients: build
+	cd clients/python && python3 -m venv .venv-bench && .venv-bench/bin/pip install -q -r requirements.lock limits==5.8.0 \
+	  && .venv-bench/bin/python bench/loop.py
 
 # Instructions per call under valgrind on the bench's three paths: the
 # same figure for the same build on a busy or an idle machine

@@ -19,10 +19,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Optional
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .asgi import decide
 from .decision import Decision
