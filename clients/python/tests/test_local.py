@@ -45,6 +45,6 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
         args: list[object] = ["RL.MULTI", len(chosen), *chosen, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
         for algorithm, size, parameter, n in specs:
             args += [algorithm.upper(), size, parameter, n]
-        expected = r.execute_command(*args)
+        expected = r.execute_command(*args)  # type: ignore[no-untyped-call]
         assert local.multi(chosen, now_us, specs) == expected, (seed, step, args)
     r.close()

@@ -38,7 +38,8 @@ def token_bucket(state: Any, now: int, capacity: int, refill: int, n: int) -> tu
     else:
         last = max(now, state[1])
         tokens = min(full, state[0] + (last - state[1]) * refill)
-    ms = lambda pico: ceil_div(pico, refill * 1000)  # noqa: E731
+    def ms(pico: int) -> int:
+        return ceil_div(pico, refill * 1000)
     if n > capacity:
         return [0, tokens // PICO, capacity, -1, ms(full - tokens)], KEEP
     wanted = n * PICO
@@ -55,8 +56,10 @@ def leaky_bucket(state: Any, now: int, capacity: int, refill: int, n: int) -> tu
     else:
         last = max(now, state[1])
         level = max(0, state[0] - (last - state[1]) * refill)
-    ms = lambda pico: ceil_div(pico, refill * 1000)  # noqa: E731
-    free = lambda lv: max(0, full - lv) // PICO  # noqa: E731
+    def ms(pico: int) -> int:
+        return ceil_div(pico, refill * 1000)
+    def free(lv: int) -> int:
+        return max(0, full - lv) // PICO
     if n > capacity:
         return [0, free(level), capacity, -1, ms(level), 0], KEEP
     queued = level + n * PICO
@@ -70,7 +73,8 @@ def fixed_window(state: Any, now: int, limit: int, window: int, n: int) -> tuple
         now = max(now, state[0])
     start = now - now % window
     count = state[1] if state is not None and state[0] - state[0] % window == start else 0
-    reset = lambda c: 0 if c == 0 else ms_between(now, start + window)  # noqa: E731
+    def reset(c: int) -> int:
+        return 0 if c == 0 else ms_between(now, start + window)
     remaining = max(0, limit - count)
     if n > limit:
         return [0, remaining, limit, -1, reset(count)], KEEP
@@ -129,7 +133,8 @@ def sliding_log(state: Any, now: int, limit: int, window: int, n: int) -> tuple[
     cutoff = max(0, now + 1 - window)
     live = [run for run in runs if run[0] >= cutoff]
     count = sum(c for _, c in live)
-    leaves = lambda at: ms_between(now, at + window)  # noqa: E731
+    def leaves(at: int) -> int:
+        return ms_between(now, at + window)
     reset = 0 if count == 0 else leaves(runs[-1][0])
     remaining = max(0, limit - count)
     if n > limit:
