@@ -21,6 +21,7 @@ from .commands import Charge, multi_args, multi_results, peek_args, refund_args,
 from .decision import Decision, LimitResult
 from .denials import DenialCache
 from .local import LocalLimiter
+from .metrics import Metrics, OnDecision
 from .outage import POLICIES, OnUnavailable, Outage
 from .keys import by_ip
 from .limits import ConfigurationError, KeyFunction, Limit, check_integer
@@ -54,6 +55,7 @@ class _Core:
         instances: int,
         mode: Mode,
         denial_cache: int,
+        on_decision: Optional[OnDecision],
         allow_async: bool,
     ) -> None:
         single = isinstance(limits, Limit)
@@ -104,6 +106,9 @@ class _Core:
         if isinstance(denial_cache, bool) or not isinstance(denial_cache, int) or denial_cache < 0:
             raise ConfigurationError(f"denial_cache: must be an integer >= 0, the most denials kept (0: off) (got {denial_cache!r})")
         self.denials = DenialCache(denial_cache)
+        if on_decision is not None and not callable(on_decision):
+            raise ConfigurationError(f"on_decision: must be a function of a DecisionEvent (got {on_decision!r})")
+        self.metrics = Metrics(",".join(self.names), on_decision)
 
     @property
     def names(self) -> list[str]:
@@ -142,10 +147,17 @@ class _Core:
         by_key = {r.key: r for o in outcomes for r in o[2]}
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
 
-    def decided(self, outcomes: list[Outcome], charges: list[Charge]) -> Decision:
+    def decided(self, outcomes: list[Outcome], charges: list[Charge], seconds: float) -> Decision:
         """Redis's decision for a check; a denial is remembered (denials.py)."""
         decision = self.combine(outcomes, charges)
         self.denials.remember(charges, decision)
+        self.metrics.decided("allowed" if decision.allowed else "denied", decision, seconds, None)
+        return decision
+
+    def cached(self, charges: list[Charge]) -> Optional[Decision]:
+        decision = self.denials.answer(charges)
+        if decision is not None:
+            self.metrics.decided("denied_in_process", decision, None, None)
         return decision
 
     def units(self, decision: Decision, units: Units) -> list[tuple[LimitResult, int]]:
@@ -178,13 +190,17 @@ class _Core:
         if self.outage.failed(str(error)):
             log.warning("rate limiter: Redis unavailable, answering by on_unavailable=%r until it is back: %s", self.on_unavailable, error)
 
-    def unavailable(self, error: Exception, charges: list[Charge]) -> Optional[Decision]:
+    def unavailable(self, error: Exception, charges: list[Charge], seconds: Optional[float] = None) -> Optional[Decision]:
         """The policy's answer while Redis is unavailable."""
         if self.on_unavailable == "closed":
+            self.metrics.decided("unavailable_closed", None, seconds, error)
             raise RateLimiterUnavailable(str(error)) from error
         if self.local is None:
+            self.metrics.decided("unavailable_open", None, seconds, error)
             return None
-        return self.local_decision(charges)
+        decision = self.local_decision(charges)
+        self.metrics.decided("unavailable_local_allowed" if decision.allowed else "unavailable_local_denied", decision, seconds, error)
+        return decision
 
     def local_decision(self, charges: list[Charge]) -> Decision:
         """In process, each limit divided among `instances` (local.py)."""
@@ -233,16 +249,17 @@ class RateLimiter:
         instances: int = 1,
         mode: Mode = "auto",
         denial_cache: int = 10_000,
+        on_decision: Optional[OnDecision] = None,
     ) -> None:
         self.redis = transport.check_sync_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, allow_async=False)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, on_decision, allow_async=False)
 
     def with_limits(self, *limits: Limit) -> RateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return RateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,  # type: ignore[arg-type]
             prefix=self.core.prefix, timeout=self.core.timeout, on_unavailable=self.core.on_unavailable, instances=self.core.instances, mode=self.core.mode,
-            denial_cache=self.core.denials.size,
+            denial_cache=self.core.denials.size, on_decision=self.core.metrics.on_decision,
         )
 
     def charges(self, request: Any) -> list[Charge]:
@@ -277,25 +294,30 @@ class RateLimiter:
 
     def check(self, request: Any = None) -> Optional[Decision]:
         charges = self.charges(request)
-        cached = self.core.denials.answer(charges)
+        cached = self.core.cached(charges)
         if cached is not None:
             return cached
         if self.core.down():  # answered by the policy; a probe tries Redis about once a second
             self._probe(charges[0])
             return self.core.unavailable(self.core.still_down(), charges)
         outcomes: list[Outcome] = []
+        started = time.perf_counter()
         try:
             for group in self.core.groups(self.redis, charges):
                 outcomes.append(multi_results(group, self._call(multi_args(group))))
         except (transport.Unavailable, RedisError) as error:
+            seconds = time.perf_counter() - started
+            self.core.metrics.redis_call(seconds, error)
             self._give_back(outcomes)  # a cluster's earlier calls took units: nothing stays charged
             if not isinstance(error, transport.Unavailable):
                 raise
             self.core.failed(error)
-            return self.core.unavailable(error, charges)
+            return self.core.unavailable(error, charges, seconds)
+        seconds = time.perf_counter() - started
+        self.core.metrics.redis_call(seconds, None)
         if not all(o[0] for o in outcomes):
             outcomes = self._give_back(outcomes)
-        return self.core.decided(outcomes, charges)
+        return self.core.decided(outcomes, charges, seconds)
 
     def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
         """Refunds the calls that admitted (on a cluster, when another call
@@ -365,9 +387,10 @@ class AsyncRateLimiter:
         instances: int = 1,
         mode: Mode = "auto",
         denial_cache: int = 10_000,
+        on_decision: Optional[OnDecision] = None,
     ) -> None:
         self.redis = transport.check_async_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, allow_async=True)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, on_decision, allow_async=True)
         self._probes: set[asyncio.Future[None]] = set()
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
@@ -375,7 +398,7 @@ class AsyncRateLimiter:
         return AsyncRateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,
             prefix=self.core.prefix, timeout=self.core.timeout, on_unavailable=self.core.on_unavailable, instances=self.core.instances, mode=self.core.mode,
-            denial_cache=self.core.denials.size,
+            denial_cache=self.core.denials.size, on_decision=self.core.metrics.on_decision,
         )
 
     async def charges(self, request: Any) -> list[Charge]:
@@ -415,25 +438,30 @@ class AsyncRateLimiter:
 
     async def check(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
-        cached = self.core.denials.answer(charges)
+        cached = self.core.cached(charges)
         if cached is not None:
             return cached
         if self.core.down():  # answered by the policy; a probe tries Redis about once a second
             self._probe(charges[0])
             return self.core.unavailable(self.core.still_down(), charges)
         outcomes: list[Outcome] = []
+        started = time.perf_counter()
         try:
             for group in self.core.groups(self.redis, charges):
                 outcomes.append(multi_results(group, await self._call(multi_args(group))))
         except (transport.Unavailable, RedisError) as error:
+            seconds = time.perf_counter() - started
+            self.core.metrics.redis_call(seconds, error)
             await self._give_back(outcomes)
             if not isinstance(error, transport.Unavailable):
                 raise
             self.core.failed(error)
-            return self.core.unavailable(error, charges)
+            return self.core.unavailable(error, charges, seconds)
+        seconds = time.perf_counter() - started
+        self.core.metrics.redis_call(seconds, None)
         if not all(o[0] for o in outcomes):
             outcomes = await self._give_back(outcomes)
-        return self.core.decided(outcomes, charges)
+        return self.core.decided(outcomes, charges, seconds)
 
     async def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
         out = []
