@@ -234,7 +234,10 @@ async def _connected(connection: Any) -> None:
     maintenance notifications are on, as they are by default)."""
     if connection.is_connected:
         try:
-            if not await connection.can_read():
+            # can_read (redis-py 7+); 6.x has only can_read_destructive, which drops
+            # what it reads: nothing is pending on an idle connection, and it reconnects if so.
+            can_read = getattr(connection, "can_read", None) or connection.can_read_destructive
+            if not await can_read():
                 return
         except (ConnectionError, TimeoutError, OSError):
             pass
