@@ -8,7 +8,7 @@ PORT ?= 6379
 # rebuild between them.
 export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
-.PHONY: all deps build test test-clients memcheck run bench bench-clients instructions cluster cluster-stop example clean
+.PHONY: all deps build test test-clients memcheck run bench bench-clients bench-http instructions cluster cluster-stop example clean
 
 all: build
 
@@ -70,6 +70,13 @@ bench: build
 # bare RL.MULTI it sends and the `limits` package's moving and fixed window
 # (clients/python/bench/loop.py: interleaved rounds, medians, ratios to the
 # bare command; about a minute). `limits` goes into the bench's own venv.
+# The HTTP frameworks side by side, with our limiter and the ones users
+# would pick instead (interleaved rounds, medians, ratios to no limiter; the
+# tables go into each client's README). Each script holds BENCH_LOCK.
+bench-http: build
+	[ ! -x scripts/bench-http-node.sh ] || scripts/bench-http-node.sh
+	scripts/bench-http-python.sh
+
 bench-clients: build
 	cd clients/python && python3 -m venv .venv-bench && .venv-bench/bin/pip install -q -r requirements.lock limits==5.8.0 \
 	  && .venv-bench/bin/python bench/loop.py

@@ -97,14 +97,36 @@ def test_two_limits_all_or_nothing_with_refund(r: redis.Redis, mode: str) -> Non
     assert denied_body(never) == {"error": "rate_limit_exceeded", "message": NEVER_MESSAGE, "retry_after_seconds": None}
 
 
-def test_reserve_then_refund_the_unused(r: redis.Redis) -> None:
-    tokens = Limit("tokenbucket", 1000, rate=0.001, name="tokens", cost=lambda request: 800)
-    limiter = RateLimiter(r, tokens, key=lambda request: "user:7")
+def test_reserve_then_refund_the_unused(r: redis.Redis, mode: str) -> None:
+    """Units per policy name: only the named limit gets units back."""
+    limits = [
+        Limit("fixedwindow", 10, window=1_000_000, name="requests"),
+        Limit("tokenbucket", 1000, rate=0.001, name="tokens", cost=lambda request: 800),
+    ]
+    limiter = RateLimiter(r, limits, key=lambda request: "user:7")
     reserved = limiter.check()
-    assert reserved is not None and reserved.limit("tokens").remaining == 200
+    assert reserved is not None and [x.remaining for x in reserved.limits] == [9, 200]
     assert limiter.refund(reserved, {"tokens": 650})
-    after = RateLimiter(r, Limit("tokenbucket", 1000, rate=0.001, name="tokens", cost=0), key=lambda request: "user:7").peek()
-    assert after is not None and after.limit("tokens").remaining == 850
+    assert peek_remaining(r, mode, "RL.PEEK", "ratelimit:{user:7}:tokens", "TOKENBUCKET", "1000", "0.001", "*", "0") == 850
+    assert peek_remaining(r, mode, "RL.PEEK", "ratelimit:{user:7}:requests", "FIXEDWINDOW", "10", "1000000", "*", "0") == 9
+
+
+def test_a_refund_that_is_not_units_per_limit_is_refused_and_gives_nothing(r: redis.Redis, mode: str) -> None:
+    limits = [Limit("fixedwindow", 10, window=1_000_000, name="requests"), Limit("tokenbucket", 1000, rate=0.001, name="tokens", cost=800)]
+    limiter = RateLimiter(r, limits, key=lambda request: "user:8")
+    reserved = limiter.check()
+    assert reserved is not None and reserved.allowed
+    with pytest.raises(TypeError, match=r"^refund: units must be a mapping of policy name to units, e.g. \{'requests': 3\} \(got 650; a bare number was ambiguous: it gave that many back to every limit\)$"):
+        limiter.refund(reserved, 650)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^refund: no limit named 'token' in the decision \(its limits: requests, tokens\)$"):
+        limiter.refund(reserved, {"token": 650})
+    with pytest.raises(ValueError, match=r"^refund\['tokens'\]: 801 is more than the 800 the request took$"):
+        limiter.refund(reserved, {"requests": 1, "tokens": 801})
+    with pytest.raises(ValueError, match=r"^refund\['tokens'\]: must be an integer from 0 to 9007199254740991 \(got 1.5\)$"):
+        limiter.refund(reserved, {"requests": 1, "tokens": 1.5})  # type: ignore[dict-item]
+    # Nothing was given back by any of them.
+    assert peek_remaining(r, mode, "RL.PEEK", "ratelimit:{user:8}:tokens", "TOKENBUCKET", "1000", "0.001", "*", "0") == 200
+    assert peek_remaining(r, mode, "RL.PEEK", "ratelimit:{user:8}:requests", "FIXEDWINDOW", "10", "1000000", "*", "0") == 9
 
 
 ALL_FIVE = [

@@ -2,13 +2,16 @@
 `pip install ./clients/python` builds a wheel in a fresh venv (with
 py.typed) without writing into the source tree. The wheel and the sdist
 ship a copy of lua/ratelimit.lua, made when they are built: a copy that
-differs from the repository's file fails here."""
+differs from the repository's file fails here. Both carry the MIT
+LICENSE the metadata names, and every link of the README (the package's
+long description) resolves inside the sdist or is absolute."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import tarfile
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 from servers import LUA
 
 PACKAGE = Path(__file__).resolve().parents[1]
+README_LINK = re.compile(r"\]\(([^)]+)\)")
 
 
 def test_mypy_strict_is_clean() -> None:
@@ -69,7 +73,7 @@ def test_the_sdist_ships_the_lua_library_and_its_wheel_too(venv: Path) -> None:
     sdist's copy."""
     before = tree_state()
     with tempfile.TemporaryDirectory() as folder:
-        subprocess.run([str(venv / "bin/pip"), "install", "-q", "hatchling>=1.25"], check=True)
+        subprocess.run([str(venv / "bin/pip"), "install", "-q", "hatchling>=1.27"], check=True)
         dist = Path(folder) / "dist"
         subprocess.run([str(venv / "bin/hatchling"), "build", "-t", "sdist", "-d", str(dist)], cwd=PACKAGE, check=True, capture_output=True)
         (sdist,) = dist.glob("*.tar.gz")
@@ -77,10 +81,18 @@ def test_the_sdist_ships_the_lua_library_and_its_wheel_too(venv: Path) -> None:
             archive.extractall(Path(folder) / "unpacked", filter="data")
             member = archive.extractfile(f"{sdist.name[: -len('.tar.gz')]}/src/redis_ratelimit_client/ratelimit.lua")
             assert member is not None and member.read() == LUA.read_bytes()
+            licensed = archive.extractfile(f"{sdist.name[: -len('.tar.gz')]}/LICENSE")
+            assert licensed is not None and licensed.read() == (PACKAGE / "LICENSE").read_bytes()
         (unpacked,) = (Path(folder) / "unpacked").iterdir()
         wheels = Path(folder) / "wheels"
         subprocess.run([str(venv / "bin/pip"), "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(unpacked)], check=True)
         (wheel,) = wheels.glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
             assert archive.read("redis_ratelimit_client/ratelimit.lua") == LUA.read_bytes()
+            (license,) = [name for name in archive.namelist() if name.endswith(".dist-info/licenses/LICENSE")]
+            assert archive.read(license) == (PACKAGE / "LICENSE").read_bytes()
+            (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+            assert "License-Expression: MIT\n" in archive.read(metadata).decode()
+        for target in README_LINK.findall((unpacked / "README.md").read_text()):
+            assert target.startswith("https://") or (unpacked / target.split("#")[0]).exists(), target
     assert tree_state() == before

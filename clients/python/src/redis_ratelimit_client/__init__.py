@@ -8,6 +8,7 @@ from .decision import Decision, LimitResult
 from .headers import DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY, denied_body, rate_limit_headers
 from .keys import by_ip, by_user, ip_key
 from .limiter import AsyncRateLimiter, RateLimiter, RateLimiterUnavailable
+from .metrics import DecisionEvent
 from .mode import Mode
 from .limits import (
     Algorithm,
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigurationError",
     "DEFAULT_MESSAGE",
     "Decision",
+    "DecisionEvent",
     "Limit",
     "Mode",
     "LimitResult",

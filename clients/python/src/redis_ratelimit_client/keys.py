@@ -87,6 +87,7 @@ class by_ip:
         if type(trusted_proxies) is not int or trusted_proxies < 0:
             raise ConfigurationError(f"trusted_proxies: must be an integer >= 0 (got {trusted_proxies!r})")
         self.trusted_proxies = trusted_proxies
+        self.keys: dict[str, str] = {}
 
     def address(self, request: Any) -> str:
         """The client's address; a ValueError when the request has none,
@@ -103,7 +104,13 @@ class by_ip:
         return address
 
     def __call__(self, request: Any) -> str:
-        return ip_key(self.address(request), self.ipv6_subnet)
+        address = self.address(request)
+        key = self.keys.get(address)
+        if key is None:  # parsing the address is most of a key's cost: remember it, a bounded number
+            if len(self.keys) >= 10_000:
+                self.keys.clear()
+            key = self.keys[address] = ip_key(address, self.ipv6_subnet)
+        return key
 
 
 def _signed_in_user(request: Any) -> Any:

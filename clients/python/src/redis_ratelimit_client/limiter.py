@@ -6,8 +6,12 @@ AsyncRateLimiter the asyncio ones; both share everything but the I/O."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import inspect
 import logging
+import threading
+import time
 from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar, Union, cast
 
 from redis.exceptions import RedisError
@@ -15,6 +19,10 @@ from redis.exceptions import RedisError
 from . import transport
 from .commands import Charge, multi_args, multi_results, peek_args, refund_args, result
 from .decision import Decision, LimitResult
+from .denials import DenialCache
+from .local import LocalLimiter
+from .metrics import Metrics, OnDecision
+from .outage import POLICIES, OnUnavailable, Outage
 from .keys import by_ip
 from .limits import ConfigurationError, KeyFunction, Limit, check_integer
 from .mode import Mode, check_mode
@@ -28,7 +36,7 @@ class RateLimiterUnavailable(Exception):
     """Redis was unreachable or too slow and the limiter fails closed (503)."""
 
 
-Units = Union[int, Mapping[str, int], None]
+Units = Optional[Mapping[str, int]]
 #: One RL.MULTI's reply: allowed, retry_after_ms, each limit's result.
 Outcome = tuple[bool, int, list[LimitResult]]
 
@@ -42,8 +50,12 @@ class _Core:
         key: Optional[KeyFunction],
         prefix: str,
         timeout: float,
-        fail_open: bool,
+        fail_open: Optional[bool],
+        on_unavailable: Optional[OnUnavailable],
+        instances: int,
         mode: Mode,
+        denial_cache: int,
+        on_decision: Optional[OnDecision],
         allow_async: bool,
     ) -> None:
         single = isinstance(limits, Limit)
@@ -78,10 +90,25 @@ class _Core:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 60:
             raise ConfigurationError(f"timeout: must be seconds above 0 and at most 60 (got {timeout!r})")
         self.timeout = float(timeout)
-        if not isinstance(fail_open, bool):
+        if fail_open is not None and not isinstance(fail_open, bool):
             raise ConfigurationError(f"fail_open: must be True or False (got {fail_open!r})")
-        self.fail_open = fail_open
+        if fail_open is not None and on_unavailable is not None:
+            raise ConfigurationError("fail_open: give on_unavailable or fail_open (its old form), not both")
+        if on_unavailable is not None and on_unavailable not in POLICIES:
+            raise ConfigurationError(f"on_unavailable: must be one of {', '.join(POLICIES)} (got {on_unavailable!r})")
+        self.on_unavailable: OnUnavailable = on_unavailable or ("closed" if fail_open is False else "open")
+        if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+            raise ConfigurationError(f"instances: must be an integer >= 1, the processes sharing the limits (got {instances!r})")
+        self.instances = instances
+        self.outage = Outage()
+        self.local = LocalLimiter() if self.on_unavailable == "local" else None
         self.mode = check_mode(mode)
+        if isinstance(denial_cache, bool) or not isinstance(denial_cache, int) or denial_cache < 0:
+            raise ConfigurationError(f"denial_cache: must be an integer >= 0, the most denials kept (0: off) (got {denial_cache!r})")
+        self.denials = DenialCache(denial_cache)
+        if on_decision is not None and not callable(on_decision):
+            raise ConfigurationError(f"on_decision: must be a function of a DecisionEvent (got {on_decision!r})")
+        self.metrics = Metrics(",".join(self.names), on_decision)
 
     @property
     def names(self) -> list[str]:
@@ -120,28 +147,79 @@ class _Core:
         by_key = {r.key: r for o in outcomes for r in o[2]}
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
 
+    def decided(self, outcomes: list[Outcome], charges: list[Charge], seconds: float) -> Decision:
+        """Redis's decision for a check; a denial is remembered (denials.py)."""
+        decision = self.combine(outcomes, charges)
+        self.denials.remember(charges, decision)
+        self.metrics.decided("allowed" if decision.allowed else "denied", decision, seconds, None)
+        return decision
+
+    def cached(self, charges: list[Charge]) -> Optional[Decision]:
+        decision = self.denials.answer(charges)
+        if decision is not None:
+            self.metrics.decided("denied_in_process", decision, None, None)
+        return decision
+
     def units(self, decision: Decision, units: Units) -> list[tuple[LimitResult, int]]:
-        """What a refund gives back: each limit's cost, or `units` (one number
-        for all, or a number per policy name). Nothing for a denied decision:
-        it took nothing."""
+        """What a refund gives back: each limit's cost, or the units per
+        policy name in `units` (only those limits get units back, at most
+        what each took). Nothing for a denied decision: it took nothing."""
+        if units is not None and not isinstance(units, Mapping):
+            raise TypeError(
+                f"refund: units must be a mapping of policy name to units, e.g. {{{decision.limits[0].name!r}: 3}} "
+                f"(got {units!r}; a bare number was ambiguous: it gave that many back to every limit)"
+            )
+        names = {r.name for r in decision.limits}
+        for name, n in (units or {}).items():
+            if name not in names:
+                raise ValueError(f"refund: no limit named {name!r} in the decision (its limits: {', '.join(sorted(names))})")
+            check_integer(f"refund[{name!r}]", n, 0)
         out: list[tuple[LimitResult, int]] = []
         if not decision.allowed:
             return out
         for r in decision.limits:
-            if units is None:
-                n = r.cost
-            elif isinstance(units, Mapping):
-                n = units.get(r.name, 0)
-            else:
-                n = units
-            if check_integer("units", n, 0) > 0:
+            n = r.cost if units is None else units.get(r.name, 0)
+            if n > r.cost:
+                raise ValueError(f"refund[{r.name!r}]: {n} is more than the {r.cost} the request took")
+            if n > 0:
                 out.append((r, n))
         return out
 
-    def unavailable(self, error: transport.Unavailable, what: str) -> None:
-        if not self.fail_open:
+    def failed(self, error: transport.Unavailable) -> None:
+        """Redis failed: the policy answers until a probe gets through (outage.py)."""
+        if self.outage.failed(str(error)):
+            log.warning("rate limiter: Redis unavailable, answering by on_unavailable=%r until it is back: %s", self.on_unavailable, error)
+
+    def unavailable(self, error: Exception, charges: list[Charge], seconds: Optional[float] = None) -> Optional[Decision]:
+        """The policy's answer while Redis is unavailable."""
+        if self.on_unavailable == "closed":
+            self.metrics.decided("unavailable_closed", None, seconds, error)
             raise RateLimiterUnavailable(str(error)) from error
-        log.warning("rate limiter: Redis unavailable (%s), %s: %s", what, "request let through", error)
+        if self.local is None:
+            self.metrics.decided("unavailable_open", None, seconds, error)
+            return None
+        decision = self.local_decision(charges)
+        self.metrics.decided("unavailable_local_allowed" if decision.allowed else "unavailable_local_denied", decision, seconds, error)
+        return decision
+
+    def local_decision(self, charges: list[Charge]) -> Decision:
+        """In process, each limit divided among `instances` (local.py)."""
+        shares = [dataclasses.replace(c, limit=max(1, c.limit // self.instances)) for c in charges]
+        specs = [(c.spec.algorithm, c.limit, c.spec.parameter_text, c.cost) for c in shares]
+        assert self.local is not None
+        reply = self.local.multi([c.key for c in shares], time.time_ns() // 1000, specs)
+        return self.combine([multi_results(shares, reply)], shares)
+
+    def peek_unavailable(self, error: Exception) -> Optional[Decision]:
+        if self.on_unavailable == "closed":
+            raise RateLimiterUnavailable(str(error)) from error
+        return None
+
+    def still_down(self) -> transport.Unavailable:
+        return transport.Unavailable(f"{self.outage.error} (Redis unavailable: tried again about once a second)")
+
+    def down(self) -> bool:
+        return self.outage.down
 
 
 def _charge_of(r: LimitResult) -> Charge:
@@ -166,17 +244,22 @@ class RateLimiter:
         key: Optional[Callable[[Any], str]] = None,
         prefix: str = "ratelimit:",
         timeout: float = 1.0,
-        fail_open: bool = True,
+        fail_open: Optional[bool] = None,
+        on_unavailable: Optional[OnUnavailable] = None,
+        instances: int = 1,
         mode: Mode = "auto",
+        denial_cache: int = 10_000,
+        on_decision: Optional[OnDecision] = None,
     ) -> None:
         self.redis = transport.check_sync_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=False)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, on_decision, allow_async=False)
 
     def with_limits(self, *limits: Limit) -> RateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return RateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,  # type: ignore[arg-type]
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
+            prefix=self.core.prefix, timeout=self.core.timeout, on_unavailable=self.core.on_unavailable, instances=self.core.instances, mode=self.core.mode,
+            denial_cache=self.core.denials.size, on_decision=self.core.metrics.on_decision,
         )
 
     def charges(self, request: Any) -> list[Charge]:
@@ -191,21 +274,50 @@ class RateLimiter:
     def _call(self, args: list[str]) -> Any:
         return transport.call_sync(self.redis, args, self.core.timeout, self.core.mode)
 
+    def _probe(self, charge: Charge) -> None:
+        """At most one at a time, about once a second: an RL.PEEK (it takes
+        nothing) in a thread of its own, so no request waits for it."""
+        if not self.core.outage.probe_due():
+            return
+
+        def run() -> None:
+            answered = True
+            try:
+                self._call(peek_args(charge))
+            except transport.Unavailable:
+                answered = False
+            except RedisError:
+                pass  # an error reply is an answer: Redis is back
+            self.core.outage.probed(answered)
+
+        threading.Thread(target=run, name="redis-ratelimit-probe", daemon=True).start()
+
     def check(self, request: Any = None) -> Optional[Decision]:
         charges = self.charges(request)
+        cached = self.core.cached(charges)
+        if cached is not None:
+            return cached
+        if self.core.down():  # answered by the policy; a probe tries Redis about once a second
+            self._probe(charges[0])
+            return self.core.unavailable(self.core.still_down(), charges)
         outcomes: list[Outcome] = []
+        started = time.perf_counter()
         try:
             for group in self.core.groups(self.redis, charges):
                 outcomes.append(multi_results(group, self._call(multi_args(group))))
         except (transport.Unavailable, RedisError) as error:
+            seconds = time.perf_counter() - started
+            self.core.metrics.redis_call(seconds, error)
             self._give_back(outcomes)  # a cluster's earlier calls took units: nothing stays charged
             if not isinstance(error, transport.Unavailable):
                 raise
-            self.core.unavailable(error, "check")
-            return None
+            self.core.failed(error)
+            return self.core.unavailable(error, charges, seconds)
+        seconds = time.perf_counter() - started
+        self.core.metrics.redis_call(seconds, None)
         if not all(o[0] for o in outcomes):
             outcomes = self._give_back(outcomes)
-        return self.core.combine(outcomes, charges)
+        return self.core.decided(outcomes, charges, seconds)
 
     def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
         """Refunds the calls that admitted (on a cluster, when another call
@@ -225,21 +337,28 @@ class RateLimiter:
     def peek(self, request: Any = None) -> Optional[Decision]:
         """Would the request be admitted now? Takes nothing (RL.PEEK)."""
         charges = self.charges(request)
+        if self.core.down():
+            return self.core.peek_unavailable(self.core.still_down())
         try:
             results = [result(c, self._call(peek_args(c))) for c in charges]
         except transport.Unavailable as error:
-            self.core.unavailable(error, "peek")
-            return None
+            self.core.failed(error)
+            return self.core.peek_unavailable(error)
         return _peeked(results, charges, self.core)
 
     def refund(self, decision: Decision, units: Units = None) -> bool:
         """Gives units back (RL.REFUND): each limit's cost by default, or
-        `units`, e.g. {"tokens": unused} after reserving the most a request
-        may use. False when Redis was unavailable (logged)."""
+        units per policy name, e.g. {"tokens": unused} after reserving the
+        most a request may use (the other limits keep theirs). False when
+        Redis was unavailable (logged)."""
+        given = self.core.units(decision, units)
+        if given and self.core.down():
+            return False  # logged when the outage began
         try:
-            for r, n in self.core.units(decision, units):
+            for r, n in given:
                 self._call(refund_args(_charge_of(r), n))
         except transport.Unavailable as error:
+            self.core.failed(error)
             log.warning("rate limiter: refund not made, Redis unavailable: %s", error)
             return False
         return True
@@ -263,17 +382,23 @@ class AsyncRateLimiter:
         key: Optional[KeyFunction] = None,
         prefix: str = "ratelimit:",
         timeout: float = 1.0,
-        fail_open: bool = True,
+        fail_open: Optional[bool] = None,
+        on_unavailable: Optional[OnUnavailable] = None,
+        instances: int = 1,
         mode: Mode = "auto",
+        denial_cache: int = 10_000,
+        on_decision: Optional[OnDecision] = None,
     ) -> None:
         self.redis = transport.check_async_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=True)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, on_decision, allow_async=True)
+        self._probes: set[asyncio.Future[None]] = set()
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return AsyncRateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
+            prefix=self.core.prefix, timeout=self.core.timeout, on_unavailable=self.core.on_unavailable, instances=self.core.instances, mode=self.core.mode,
+            denial_cache=self.core.denials.size, on_decision=self.core.metrics.on_decision,
         )
 
     async def charges(self, request: Any) -> list[Charge]:
@@ -291,21 +416,52 @@ class AsyncRateLimiter:
     async def _call(self, args: list[str]) -> Any:
         return await transport.call_async(self.redis, args, self.core.timeout, self.core.mode)
 
+    def _probe(self, charge: Charge) -> None:
+        """As RateLimiter's, in a task of its own."""
+        if not self.core.outage.probe_due():
+            return
+
+        async def run() -> None:
+            answered = True
+            try:
+                await self._call(peek_args(charge))
+            except transport.Unavailable:
+                answered = False
+            except RedisError:
+                pass
+            finally:
+                self.core.outage.probed(answered)
+
+        task = asyncio.ensure_future(run())
+        self._probes.add(task)  # a reference, or the loop may drop the task
+        task.add_done_callback(self._probes.discard)
+
     async def check(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
+        cached = self.core.cached(charges)
+        if cached is not None:
+            return cached
+        if self.core.down():  # answered by the policy; a probe tries Redis about once a second
+            self._probe(charges[0])
+            return self.core.unavailable(self.core.still_down(), charges)
         outcomes: list[Outcome] = []
+        started = time.perf_counter()
         try:
             for group in self.core.groups(self.redis, charges):
                 outcomes.append(multi_results(group, await self._call(multi_args(group))))
         except (transport.Unavailable, RedisError) as error:
+            seconds = time.perf_counter() - started
+            self.core.metrics.redis_call(seconds, error)
             await self._give_back(outcomes)
             if not isinstance(error, transport.Unavailable):
                 raise
-            self.core.unavailable(error, "check")
-            return None
+            self.core.failed(error)
+            return self.core.unavailable(error, charges, seconds)
+        seconds = time.perf_counter() - started
+        self.core.metrics.redis_call(seconds, None)
         if not all(o[0] for o in outcomes):
             outcomes = await self._give_back(outcomes)
-        return self.core.combine(outcomes, charges)
+        return self.core.decided(outcomes, charges, seconds)
 
     async def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
         out = []
@@ -322,18 +478,24 @@ class AsyncRateLimiter:
 
     async def peek(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)
+        if self.core.down():
+            return self.core.peek_unavailable(self.core.still_down())
         try:
             results = [result(c, await self._call(peek_args(c))) for c in charges]
         except transport.Unavailable as error:
-            self.core.unavailable(error, "peek")
-            return None
+            self.core.failed(error)
+            return self.core.peek_unavailable(error)
         return _peeked(results, charges, self.core)
 
     async def refund(self, decision: Decision, units: Units = None) -> bool:
+        given = self.core.units(decision, units)
+        if given and self.core.down():
+            return False  # logged when the outage began
         try:
-            for r, n in self.core.units(decision, units):
+            for r, n in given:
                 await self._call(refund_args(_charge_of(r), n))
         except transport.Unavailable as error:
+            self.core.failed(error)
             log.warning("rate limiter: refund not made, Redis unavailable: %s", error)
             return False
         return True

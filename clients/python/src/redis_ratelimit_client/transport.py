@@ -19,6 +19,7 @@ connection, under the same timeout."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import threading
 import weakref
@@ -233,16 +234,42 @@ async def _connected(connection: Any) -> None:
     maintenance notifications are on, as they are by default)."""
     if connection.is_connected:
         try:
-            if not await connection.can_read():
+            # can_read (redis-py 7+); 6.x has only can_read_destructive, which drops
+            # what it reads: nothing is pending on an idle connection, and it reconnects if so.
+            can_read = getattr(connection, "can_read", None) or connection.can_read_destructive
+            if not await can_read():
                 return
         except (ConnectionError, TimeoutError, OSError):
             pass
         await connection.disconnect()
-    await connection.connect()
+    if _CONNECT_ONCE:  # without the connection's retry (a cluster node's connections have the client's)
+        await connection.connect_check_health(check_health=True, retry_socket_connect=False)
+    else:
+        await connection.connect()
+
+
+_CONNECT_ONCE = "retry_socket_connect" in inspect.signature(
+    getattr(redis.asyncio.connection.AbstractConnection, "connect_check_health", lambda: None)
+).parameters
+
+_own_async_pools: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _own_async_pool(pool: Any) -> Any:
+    """A pool beside the client's, of connections made like its own but
+    without retries: redis-py's pool connects (and retries a refused
+    connect with backoff) before it hands a connection out, so every check
+    waited the whole timeout while Redis was down."""
+    own = _own_async_pools.get(pool)
+    if own is None:
+        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
+        own = redis.asyncio.ConnectionPool(connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs)
+        _own_async_pools[pool] = own
+    return own
 
 
 async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str], mode: Mode) -> Any:
-    pool: Any = client.connection_pool
+    pool: Any = _own_async_pool(client.connection_pool)
     connection = await pool.get_connection()
     try:
         await _connected(connection)

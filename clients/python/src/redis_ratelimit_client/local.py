@@ -1,0 +1,203 @@
+"""The five algorithms in process, for `on_unavailable="local"`: the
+module's math (src/algorithms/*.rs) in Python's exact integers, time in
+microseconds, a bucket's tokens in pico-units (10^12 a unit). `multi`
+answers what RL.MULTI would, field for field, and keeps the state in a
+dict (least recently used out) instead of Redis."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Optional, Sequence
+
+PICO = 10**12
+
+#: One limit's reply fields: allowed, remaining, limit, retry_after_ms, reset_after_ms (, delay_ms).
+Fields = list[int]
+KEEP = object()  # a verdict that leaves the state as it was
+
+
+def micros(text: str) -> int:
+    """A decimal with at most six decimals (limits.number_text), in millionths."""
+    whole, _, fraction = text.partition(".")
+    return int(whole or "0") * 1_000_000 + int((fraction + "000000")[:6])
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def ms_between(from_us: int, to_us: int) -> int:
+    return ceil_div(max(0, to_us - from_us), 1000)
+
+
+def token_bucket(state: Any, now: int, capacity: int, refill: int, n: int) -> tuple[Fields, Any]:
+    full = capacity * PICO
+    if state is None:
+        tokens, last = full, now
+    else:
+        last = max(now, state[1])
+        tokens = min(full, state[0] + (last - state[1]) * refill)
+    def ms(pico: int) -> int:
+        return ceil_div(pico, refill * 1000)
+    if n > capacity:
+        return [0, tokens // PICO, capacity, -1, ms(full - tokens)], KEEP
+    wanted = n * PICO
+    if tokens < wanted:
+        return [0, tokens // PICO, capacity, ms(wanted - tokens), ms(full - tokens)], KEEP
+    left = tokens - wanted
+    return [1, left // PICO, capacity, 0, ms(full - left)], ((left, last) if n > 0 else KEEP)
+
+
+def leaky_bucket(state: Any, now: int, capacity: int, refill: int, n: int) -> tuple[Fields, Any]:
+    full = capacity * PICO
+    if state is None:
+        level, last = 0, now
+    else:
+        last = max(now, state[1])
+        level = max(0, state[0] - (last - state[1]) * refill)
+    def ms(pico: int) -> int:
+        return ceil_div(pico, refill * 1000)
+    def free(lv: int) -> int:
+        return max(0, full - lv) // PICO
+    if n > capacity:
+        return [0, free(level), capacity, -1, ms(level), 0], KEEP
+    queued = level + n * PICO
+    if queued > full:
+        return [0, free(level), capacity, ms(queued - full), ms(level), 0], KEEP
+    return [1, free(queued), capacity, 0, ms(queued), ms(level)], ((queued, last) if n > 0 else KEEP)
+
+
+def fixed_window(state: Any, now: int, limit: int, window: int, n: int) -> tuple[Fields, Any]:
+    if state is not None:
+        now = max(now, state[0])
+    start = now - now % window
+    count = state[1] if state is not None and state[0] - state[0] % window == start else 0
+    def reset(c: int) -> int:
+        return 0 if c == 0 else ms_between(now, start + window)
+    remaining = max(0, limit - count)
+    if n > limit:
+        return [0, remaining, limit, -1, reset(count)], KEEP
+    if count + n > limit:
+        return [0, remaining, limit, reset(count), reset(count)], KEEP
+    return [1, limit - count - n, limit, 0, reset(count + n)], ((now, count + n) if n > 0 else KEEP)
+
+
+def sliding_window(state: Any, now: int, limit: int, window: int, n: int) -> tuple[Fields, Any]:
+    if state is not None:
+        now = max(now, state[0])
+    start = now - now % window
+    previous, current = 0, 0
+    if state is not None:
+        last_start = state[0] - state[0] % window
+        if last_start == start:
+            previous, current = state[1], state[2]
+        elif last_start + window == start:
+            previous = state[2]
+    elapsed = now - start
+
+    def estimate(cur: int) -> int:
+        return previous * (window - elapsed) + cur * window
+
+    def remaining(cur: int) -> int:
+        return max(0, limit * window - estimate(cur)) // window
+
+    def reset(prev: int, cur: int) -> int:
+        if prev == 0 and cur == 0:
+            return 0
+        return ms_between(now, start + window if cur == 0 else start + 2 * window)
+
+    if n > limit:
+        return [0, remaining(current), limit, -1, reset(previous, current)], KEEP
+    if estimate(current + n) > limit * window:
+        to_edge = window - elapsed
+        wait = None
+        if limit - (current + n) >= 0:
+            excess = max(0, previous * to_edge - (limit - current - n) * window)
+            candidate = ceil_div(excess, max(previous, 1))
+            if candidate < to_edge:
+                wait = candidate
+        if wait is None:
+            excess = max(0, current * window - (limit - n) * window)
+            wait = to_edge + ceil_div(excess, max(current, 1))
+        return [0, remaining(current), limit, ceil_div(wait, 1000), reset(previous, current)], KEEP
+    after = current + n
+    return [1, remaining(after), limit, 0, reset(previous, after)], ((now, previous, after) if n > 0 else KEEP)
+
+
+def sliding_log(state: Any, now: int, limit: int, window: int, n: int) -> tuple[Fields, Any]:
+    """state: a list of [at_us, count] runs, oldest first."""
+    runs: list[list[int]] = state or []
+    if runs:
+        now = max(now, runs[-1][0])
+    cutoff = max(0, now + 1 - window)
+    live = [run for run in runs if run[0] >= cutoff]
+    count = sum(c for _, c in live)
+    def leaves(at: int) -> int:
+        return ms_between(now, at + window)
+    reset = 0 if count == 0 else leaves(runs[-1][0])
+    remaining = max(0, limit - count)
+    if n > limit:
+        return [0, remaining, limit, -1, reset], KEEP
+    if count + n > limit:
+        must_leave, seen, retry = count + n - limit, 0, reset
+        for at, c in live:
+            seen += c
+            if seen >= must_leave:
+                retry = leaves(at)
+                break
+        return [0, remaining, limit, retry, reset], KEEP
+    if n == 0:
+        return [1, remaining, limit, 0, reset], KEEP
+    return [1, remaining - n, limit, 0, leaves(now)], [*live, [now, n]]
+
+
+ALGORITHMS = {
+    "tokenbucket": token_bucket,
+    "leakybucket": leaky_bucket,
+    "fixedwindow": fixed_window,
+    "slidingwindow": sliding_window,
+    "slidinglog": sliding_log,
+}
+
+
+class LocalLimiter:
+    """RL.MULTI in process: `multi(keys, now_us, specs)` with specs of
+    (algorithm, size, parameter text, n); at most `size` keys kept."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self.size = size
+        self.states: OrderedDict[str, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def multi(self, keys: Sequence[str], now_us: int, specs: Sequence[tuple[str, int, str, int]]) -> list[Any]:
+        with self.lock:
+            verdicts = []
+            for key, (algorithm, size, parameter, n) in zip(keys, specs):
+                verdicts.append(ALGORITHMS[algorithm](self.states.get(key), now_us, size, micros(parameter), n))
+            allowed = all(fields[0] == 1 for fields, _ in verdicts)
+            if allowed:
+                for key, (fields, store) in zip(keys, verdicts):
+                    self._store(key, fields, store)
+                return [1, 0, *(fields for fields, _ in verdicts)]
+            waits = [fields[3] for fields, _ in verdicts if fields[0] == 0]
+            replies = []
+            for key, (algorithm, size, parameter, _), (fields, _) in zip(keys, specs, verdicts):
+                if fields[0] == 1:  # admitted alone: what it keeps, as a look
+                    fields = ALGORITHMS[algorithm](self.states.get(key), now_us, size, micros(parameter), 0)[0]
+                replies.append(fields)
+            return [0, -1 if -1 in waits else max(waits), *replies]
+
+    def _store(self, key: str, fields: Fields, store: Any) -> None:
+        if store is KEEP:
+            return
+        if fields[4] == 0:  # fresh again: no state, as Redis deletes the key
+            self.states.pop(key, None)
+            return
+        self.states[key] = store
+        self.states.move_to_end(key)
+        while len(self.states) > self.size:
+            self.states.popitem(last=False)
+
+    def lookup(self, key: str) -> Optional[Any]:
+        return self.states.get(key)

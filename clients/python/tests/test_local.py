@@ -1,0 +1,50 @@
+"""The in-process limiter of on_unavailable="local" (local.py) against the
+module: the same random RL.MULTI calls, with the same given times, on a
+real server with the module and in process; every reply field for field."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+import redis
+
+from redis_ratelimit_client.local import LocalLimiter
+from servers import Server
+
+PARAMETERS = {  # (size, rate or window) choices per algorithm: small and large, whole and fractional
+    "tokenbucket": [(1, "1"), (5, "0.5"), (10, "2.5"), (3, "0.001"), (9007199254740991, "1000000")],
+    "leakybucket": [(1, "1"), (5, "0.5"), (10, "2.5"), (3, "0.001")],
+    "fixedwindow": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5")],
+    "slidingwindow": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5"), (1000, "3")],
+    "slidinglog": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5")],
+}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_local_limiter_replies_as_the_module_does(module_server: Server, seed: int) -> None:
+    rng = random.Random(seed)
+    r = redis.Redis(port=module_server.port, decode_responses=True)
+    r.flushall()
+    local = LocalLimiter()
+    keys = {}
+    for i in range(8):
+        algorithm = rng.choice(list(PARAMETERS))
+        size, parameter = rng.choice(PARAMETERS[algorithm])
+        keys[f"{{k}}:{i}"] = (algorithm, size, parameter)
+    now_us = int(time.time()) * 1_000_000 + rng.randrange(1_000_000)
+    for step in range(1500):
+        now_us += rng.choice([0, 1, rng.randrange(1000), rng.randrange(300_000), rng.randrange(3_000_000)])
+        chosen = rng.sample(sorted(keys), rng.randint(1, 3))
+        specs = []
+        for key in chosen:
+            algorithm, size, parameter = keys[key]
+            n = min(rng.choice([0, 1, 1, 2, rng.randint(0, min(size, 12)), size, size + 1]), 9007199254740991)
+            specs.append((algorithm, size, parameter, n))
+        args: list[object] = ["RL.MULTI", len(chosen), *chosen, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
+        for algorithm, size, parameter, n in specs:
+            args += [algorithm.upper(), size, parameter, n]
+        expected = r.execute_command(*args)  # type: ignore[no-untyped-call]
+        assert local.multi(chosen, now_us, specs) == expected, (seed, step, args)
+    r.close()

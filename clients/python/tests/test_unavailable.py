@@ -1,0 +1,121 @@
+"""When Redis cannot answer (on_unavailable, outage.py), against a real
+server that the tests stop and start again, in both modes: the policies,
+failing at once, probing about once a second, resuming."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any, Iterator
+
+import pytest
+import redis
+import redis.asyncio
+
+from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Limit, RateLimiter, RateLimiterUnavailable
+from servers import Server
+
+LIMIT = Limit("fixedwindow", 4, window=1_000_000)
+
+
+def test_the_options_are_checked(own_server: Server) -> None:
+    client = redis.Redis(port=own_server.port)
+    with pytest.raises(ConfigurationError, match=r"^on_unavailable: must be one of open, closed, local \(got 'shut'\)$"):
+        RateLimiter(client, LIMIT, on_unavailable="shut")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"^fail_open: give on_unavailable or fail_open \(its old form\), not both$"):
+        RateLimiter(client, LIMIT, on_unavailable="open", fail_open=True)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ConfigurationError, match=r"^instances: must be an integer >= 1, the processes sharing the limits \(got "):
+            RateLimiter(client, LIMIT, instances=bad)  # type: ignore[arg-type]
+    assert RateLimiter(client, LIMIT, fail_open=False).core.on_unavailable == "closed"
+    assert RateLimiter(client, LIMIT, fail_open=True).core.on_unavailable == "open"
+    assert RateLimiter(client, LIMIT).core.on_unavailable == "open"
+
+
+def test_local_limits_in_process_with_each_limit_divided_among_instances(own_server: Server) -> None:
+    limiter = RateLimiter(redis.Redis(port=own_server.port), LIMIT, key=lambda request: request, on_unavailable="local", instances=2, timeout=2)
+    assert limiter.check("a").limits[0].remaining == 3  # type: ignore[union-attr]  # Redis: the whole limit
+    own_server.stop()
+    started = time.monotonic()
+    local = [limiter.check("a") for _ in range(3)]
+    assert time.monotonic() - started < 1  # at once, not the 2 s timeout
+    assert [(d.allowed, d.limits[0].remaining, d.limits[0].limit) for d in local if d] == [(True, 1, 2), (True, 0, 2), (False, 0, 2)]
+    assert local[2] is not None and local[2].retry_after_ms > 0
+    assert limiter.check("b").allowed  # type: ignore[union-attr]  # another key: its own local state
+    own_server.start()
+    back = time.monotonic()
+    while True:  # Redis again within a second or so
+        decision = limiter.check("a")
+        assert decision is not None
+        if decision.limits[0].limit == 4:
+            break
+        assert time.monotonic() - back < 2
+        time.sleep(0.05)
+    # The restarted server kept nothing (no persistence here), and the local checks wrote nothing to it.
+    assert decision.allowed and decision.limits[0].remaining == 3
+
+
+def test_the_asyncio_limiter_fails_at_once_and_answers_locally(own_server: Server) -> None:
+    async def run() -> list[Any]:
+        client = redis.asyncio.Redis(port=own_server.port)
+        local = AsyncRateLimiter(client, LIMIT, key=lambda request: "k", on_unavailable="local", timeout=2)
+        closed = AsyncRateLimiter(client, LIMIT, key=lambda request: "k", on_unavailable="closed", timeout=2)
+        own_server.stop()
+        out: list[Any] = []
+        for _ in range(5):
+            started = time.monotonic()
+            decision = await local.check()
+            out.append((decision is not None and decision.allowed, time.monotonic() - started < 1))
+        started = time.monotonic()
+        with pytest.raises(RateLimiterUnavailable):
+            await closed.check()
+        out.append(time.monotonic() - started < 1)
+        await client.aclose()
+        return out
+
+    assert asyncio.run(run()) == [(True, True)] * 4 + [(False, True), True]
+
+
+@pytest.fixture
+def broken(own_server: Server) -> Iterator[list[int]]:
+    """While the test runs, the server's port accepts connections and
+    closes them at once (a broken connection); the list counts them."""
+    own_server.stop()
+    accepted: list[int] = []
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", own_server.port))
+    listener.listen(16)
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except socket.timeout:
+                continue
+            accepted.append(1)
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield accepted
+    stop.set()
+    thread.join(5)
+    listener.close()
+    own_server.start()
+
+
+def test_redis_is_tried_again_about_once_a_second(own_server: Server, broken: list[int]) -> None:
+    limiter = RateLimiter(redis.Redis(port=own_server.port), LIMIT, key=lambda request: "k", timeout=2)
+    started = time.monotonic()
+    calls = 0
+    while time.monotonic() - started < 3.5:
+        assert limiter.check() is None  # open: let through
+        calls += 1
+        time.sleep(0.01)
+    # The first check, then a probe about once a second: 3 or 4, never one per check.
+    assert calls > 100 and 3 <= len(broken) <= 5
