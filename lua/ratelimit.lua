@@ -195,8 +195,8 @@ local function general()
         window = 'ERR window must be a decimal number of seconds from 0.001 to 1000000000000',
         now = 'ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999',
         count = 'ERR n must be an integer from 0 to 9007199254740991',
-        algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG',
-        numkeys = 'ERR numkeys must be a positive integer',
+        algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY',
+        numkeys = 'ERR numkeys must be an integer from 1 to 1000',
         repeated = 'ERR a key may appear only once',
         wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value',
         module_key = 'WRONGTYPE the key holds module-mode state (the redis-ratelimit module\'s type); '
@@ -1183,7 +1183,8 @@ local function general()
         if 1 + k + #argv < 8 then
             fail(arity('RL.MULTI'))
         end
-        if k == 0 then
+        -- At most 1000 keys, as the module: a call runs alone on the server.
+        if k == 0 or k > 1000 then
             fail(E.numkeys)
         end
         if #argv ~= 2 + 4 * k then
@@ -1734,7 +1735,7 @@ end
 -- written.
 local function multi_fast(keys, argv)
     local k = #keys
-    if k == 0 or #argv ~= 2 + 4 * k then
+    if k == 0 or k > 1000 or #argv ~= 2 + 4 * k then
         return nil
     end
     local now, seen, limits, plan, replies = argv[2], {}, {}, {}, {}

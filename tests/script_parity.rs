@@ -1093,6 +1093,14 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
             b"1",
         ]);
     }
+    // More keys than RL.MULTI takes (1000): refused before anything else.
+    let mut too_many: Vec<Vec<u8>> = vec![b"RL.MULTI".to_vec(), b"1001".to_vec()];
+    too_many.extend((0..1001).map(|i| format!("many:{i}").into_bytes()));
+    too_many.push(b"*".to_vec());
+    for _ in 0..1001 {
+        too_many.extend([&b"TOKENBUCKET"[..], b"10", b"1", b"1"].map(|p| p.to_vec()));
+    }
+    cases.push(too_many);
     assert!(cases.len() >= 400, "{} cases", cases.len());
     for case in &cases {
         let parts: Vec<&[u8]> = case.iter().map(|p| p.as_slice()).collect();
