@@ -1,10 +1,12 @@
 // A limiter: its limits checked once, then per request one RL.MULTI over
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
+import { DenialCache } from './denials.js';
 import { byIp, isIpv6Subnet } from './keys.js';
 import { MODES, ModeSwitch, type Mode } from './mode.js';
 import {
   checkFunction,
+  checkInteger,
   checkLimits,
   checkUnknown,
   costOf,
@@ -37,6 +39,8 @@ export interface LimiterOptions<Req = any> {
   log?: (line: string) => void;
   /** `auto` (default): the module where a node has it, else the Lua script; `module`; or `script`. */
   mode?: Mode;
+  /** Denials answered in process until their retry time: the most kept (least recently used out), 10000 by default; 0 turns it off. */
+  denialCache?: number;
 }
 
 /** One limit's part of a decision. */
@@ -69,8 +73,12 @@ export interface Decision {
   /** The longest leaky-bucket delay among the limits (0 without one). */
   delayMs: number;
   limits: LimitDecision[];
-  /** Gives back the units this request took (all of them, or `units` from each limit). */
-  refund(units?: number): Promise<void>;
+  /**
+   * Gives back units this request took: every limit's whole cost with no
+   * argument, or `{ name: units }` to the limits named only (at most the
+   * cost each took).
+   */
+  refund(units?: Record<string, number>): Promise<void>;
 }
 
 /** Redis did not answer in time, or is down. */
@@ -81,7 +89,7 @@ export class RateLimiterUnavailable extends Error {
   }
 }
 
-const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'failOpen', 'log', 'mode'];
+const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'failOpen', 'log', 'mode', 'denialCache'];
 
 /** A number as the module takes it: at most six decimals. */
 function decimal(value: number): string {
@@ -148,6 +156,7 @@ export class Limiter<Req = any> {
   private readonly cluster: boolean;
   private readonly key: (req: Req) => string | Promise<string>;
   private readonly prefix: string;
+  private readonly denials: DenialCache;
 
   constructor(options: LimiterOptions<Req>, shared?: { link: Link; cluster: boolean; base: CheckedLimit<Req>[] }) {
     if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
@@ -173,6 +182,7 @@ export class Limiter<Req = any> {
     }
     const mode = options.mode ?? 'auto';
     if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
+    this.denials = new DenialCache(checkInteger('denialCache', options.denialCache ?? 10_000, 0));
     this.failOpen = options.failOpen ?? true;
     this.log = options.log ?? ((line) => console.warn(line));
     this.key = options.key ?? (byIp(options.ipv6Subnet ?? 56) as (req: Req) => string);
@@ -206,8 +216,16 @@ export class Limiter<Req = any> {
    */
   async check(req: Req, already: ReadonlySet<string> = new Set()): Promise<Decision | null> {
     const charges = (await this.charges(req)).filter((c) => !already.has(c.limit.name));
+    const denialKey = this.denials.enabled && charges.length > 0 ? keyOf(charges) : undefined;
+    const costs = charges.map((c) => c.cost);
+    if (denialKey !== undefined) {
+      const known = this.denials.answer(denialKey, costs);
+      if (known) return known;
+    }
     try {
-      return await this.decide(charges);
+      const decision = await this.decide(charges);
+      if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
+      return decision;
     } catch (error) {
       if (isErrorReply(error)) throw error;
       const unavailable = new RateLimiterUnavailable(error);
@@ -239,7 +257,9 @@ export class Limiter<Req = any> {
 
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
   private async decide(charges: Charge[]): Promise<Decision> {
-    if (charges.length === 0) return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async () => {} };
+    if (charges.length === 0) {
+      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void refunds([], units) };
+    }
     const groups = this.cluster ? groupByTag(charges) : [charges];
     const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
     const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
@@ -268,9 +288,10 @@ export class Limiter<Req = any> {
       neverAllowed: retryAfterMs === -1,
       delayMs: allowed ? Math.max(0, ...ordered.map((l) => l.delayMs ?? 0)) : 0,
       limits: ordered,
-      refund: async (units?: number) => {
+      refund: async (units?: Record<string, number>) => {
+        const back = refunds(charges, units);
         if (!allowed) return;
-        await Promise.all(charges.map((c) => this.refundOne(c, units === undefined ? c.cost : Math.min(units, c.cost))));
+        await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
     };
   }
@@ -312,10 +333,33 @@ export class Limiter<Req = any> {
   }
 }
 
+/**
+ * What refund(units) gives back, per charge: every cost without `units`,
+ * else the named limits' units (at most their cost). A bare number was the
+ * old form, which gave it to every limit: refused, as is an unknown name.
+ */
+function refunds(charges: Charge[], units: Record<string, number> | undefined): [Charge, number][] {
+  if (units === undefined) return charges.map((c) => [c, c.cost]);
+  if (typeof units !== 'object' || units === null || Array.isArray(units)) {
+    throw new TypeError(`refund() takes units per limit name, e.g. refund({ ${JSON.stringify(charges[0]?.limit.name ?? 'tokens')}: 3 }), or nothing for every limit's cost (got ${String(units)})`);
+  }
+  return Object.entries(units).map(([name, n]) => {
+    const charge = charges.find((c) => c.limit.name === name);
+    if (!charge) throw new TypeError(`refund(): no limit named ${JSON.stringify(name)} in this decision (it has ${charges.map((c) => JSON.stringify(c.limit.name)).join(', ')})`);
+    checkInteger(`refund(): ${name}`, n, 0);
+    return [charge, Math.min(n, charge.cost)];
+  });
+}
+
 /** A limit's state from the fields of a reply (remaining, reset, delay). */
 function stateOf(fields: number[]): Pick<LimitDecision, 'remaining' | 'resetAfterMs'> & { delayMs?: number } {
   const [, remaining, , , reset, delay] = fields.map(Number);
   return { remaining, resetAfterMs: reset, ...(delay === undefined ? {} : { delayMs: delay }) };
+}
+
+/** What a denial is remembered by: the Redis keys and the limits as resolved for the request. */
+function keyOf(charges: Charge[]): string {
+  return JSON.stringify(charges.map((c) => [c.key, c.limit.algorithm, c.size, c.limit.param]));
 }
 
 /** Charges grouped by their key's hash tag, so each group shares a cluster slot. */
