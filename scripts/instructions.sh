@@ -107,6 +107,7 @@ warm_lb() { keys 'RL.LEAKYBUCKET lb:%s 1000000 0.001 * 1'; }
 warm_fw() { keys 'RL.FIXEDWINDOW fw:%s 1000000 1000000000 * 1'; }
 warm_sw() { keys 'RL.SLIDINGWINDOW sw:%s 1000000 1000000000 * 1'; }
 warm_sl() { keys 'RL.SLIDINGLOG sl:%s 1000000 1000000000 * 1'; }
+warm_cc() { keys 'RL.ACQUIRE cc:%s 1000000 1000000000 * 1'; }
 
 gcra=0
 if "$server" --port "$port" --bind 127.0.0.1 --save "" --daemonize yes \
@@ -147,9 +148,11 @@ for c in $cases; do
       row "RL.FIXEDWINDOW, new keys" 100000 none RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, new keys" 100000 none RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGLOG, new keys" 100000 none RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.ACQUIRE, new keys" 100000 none RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.LEAKYBUCKET, 1000 warm keys" 1000 warm_lb RL.LEAKYBUCKET lb:__rand_int__ 1000000 0.001 '*' 1
       row "RL.FIXEDWINDOW, 1000 warm keys" 1000 warm_fw RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, 1000 warm keys" 1000 warm_sw RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
-      row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1 ;;
+      row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1 ;;
   esac
 done

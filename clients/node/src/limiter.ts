@@ -96,6 +96,18 @@ function decimal(value: number): string {
   return String(Number(value.toFixed(6)));
 }
 
+/**
+ * The last part of a limit's Redis key, for a request whose quota is
+ * `size`: its name; for an unnamed limit, what it is (algorithm, limit,
+ * rate or window, and a quota unit other than requests), so that different
+ * unnamed limiters never share state and identical ones do.
+ */
+function keyName(limit: CheckedLimit, size: number): string {
+  if (limit.named) return limit.name;
+  const spec = `${limit.algorithm}:${size}:${decimal(limit.param)}`;
+  return limit.quotaUnit === undefined || limit.quotaUnit === 'requests' ? spec : `${spec}:${limit.quotaUnit}`;
+}
+
 /** One connection of our own, opened on first use and replaced after a timeout. */
 class Link {
   private connection: Connection | undefined;
@@ -250,7 +262,8 @@ export class Limiter<Req = any> {
       this.limits.map(async (limit) => {
         const partition = await (limit.key ?? this.key)(req);
         if (typeof partition !== 'string') throw new TypeError(`key of limit "${limit.name}" must give a string`);
-        return { limit, key: `${this.prefix}{${partition}}:${limit.name}`, size: await sizeOf(limit, req), cost: await costOf(limit, req) };
+        const size = await sizeOf(limit, req);
+        return { limit, key: `${this.prefix}{${partition}}:${keyName(limit, size)}`, size, cost: await costOf(limit, req) };
       }),
     );
   }

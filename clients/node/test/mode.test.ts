@@ -22,7 +22,9 @@ const LUA = readFileSync(resolve(import.meta.dirname, '../../../../lua/ratelimit
 const SHA1 = createHash('sha1').update(LUA).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Req = { ip: string };
-const KEY = 'ratelimit:{ip:10.0.0.1}:default';
+// The limit below has no name: its key ends in what it is.
+const NAME = 'tokenbucket:5:0.001';
+const KEY = `ratelimit:{ip:10.0.0.1}:${NAME}`;
 
 const made: { close(): void }[] = [];
 afterEach(() => {
@@ -110,7 +112,7 @@ describe('one server with the module, one without', () => {
       const check = limiter(await client('node-redis', server), { mode, prefix: `${mode}:` });
       assert.deepEqual((await check.check({ ip: '10.0.0.1' }))?.limits.map((l) => l.remaining), [4]);
       assert.deepEqual((await check.check({ ip: '10.0.0.1' }))?.limits.map((l) => l.remaining), [3]);
-      assert.equal(await server.cli('type', `${mode}:{ip:10.0.0.1}:default`), type);
+      assert.equal(await server.cli('type', `${mode}:{ip:10.0.0.1}:${NAME}`), type);
     }
   });
 
@@ -157,7 +159,7 @@ describe('one server with the module, one without', () => {
       assert.deepEqual([await withModule.cli('get', KEY), await withModule.cli('pexpiretime', KEY)], state);
       // Module-mode state met in script mode.
       assert.equal((await module.check({ ip: '10.0.0.2' }))?.limits[0].remaining, 4);
-      const moduleKey = 'ratelimit:{ip:10.0.0.2}:default';
+      const moduleKey = `ratelimit:{ip:10.0.0.2}:${NAME}`;
       const dump = [await withModule.cli('dump', moduleKey), await withModule.cli('pexpiretime', moduleKey)];
       await assert.rejects(script.check({ ip: '10.0.0.2' }), {
         message: "WRONGTYPE the key holds module-mode state (the redis-ratelimit module's type); script mode cannot use it: give each mode its own key prefix",

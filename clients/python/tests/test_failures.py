@@ -57,7 +57,7 @@ def test_a_timed_out_check_never_charges_later(own_server: Server) -> None:
     assert 0.2 <= time.monotonic() - started < 0.9
     time.sleep(1.2)  # the pause is over: a resent or queued command would have run by now
     with own_server.client() as admin:
-        assert admin.exists("ratelimit:{slow}:default") == 0
+        assert admin.exists("ratelimit:{slow}:tokenbucket:3:0.001") == 0
     decision = limiter.check()
     assert decision is not None and decision.limits[0].remaining == 2
 
@@ -71,7 +71,7 @@ def test_asyncio_timeout_and_stop(own_server: Server) -> None:
         timed_out = await open_limiter.check()
         await asyncio.sleep(1.2)
         with own_server.client() as admin:
-            charged = admin.exists("ratelimit:{slow}:default")
+            charged = admin.exists("ratelimit:{slow}:tokenbucket:3:0.001")
         after = await open_limiter.check()
         own_server.stop()
         stopped = await open_limiter.check()

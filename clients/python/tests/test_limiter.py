@@ -146,7 +146,7 @@ def test_all_five_algorithms_through_the_asyncio_client(server: Server, r: redis
 
 
 def test_module_errors_are_server_errors_not_passes(r: redis.Redis) -> None:
-    r.set("ratelimit:{carol}:default", "a string")
+    r.set("ratelimit:{carol}:tokenbucket:3:1", "a string")
     limiter = RateLimiter(r, Limit("tokenbucket", 3, rate=1), key=lambda request: "carol")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         limiter.check()

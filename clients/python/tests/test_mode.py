@@ -20,6 +20,8 @@ from modes import script_stats
 from servers import Server
 
 LIMIT = Limit("tokenbucket", 3, rate=0.001)
+# The last part of an unnamed limit's key: what the limit is.
+NAME = LIMIT.key_name(3)
 
 
 def remaining(decision: Any) -> int:
@@ -57,7 +59,7 @@ def test_auto_decides_again_after_a_reconnect() -> None:
             taken = (remaining(sync.check()), remaining(await asynchronous.check()))
             taken = (remaining(sync.check()), remaining(await asynchronous.check()))  # the decision, cached
             with server.client() as r:
-                seen.append((*taken, r.type("ratelimit:{sync}:default"), r.type("ratelimit:{async}:default")))
+                seen.append((*taken, r.type(f"ratelimit:{{sync}}:{NAME}"), r.type(f"ratelimit:{{async}}:{NAME}")))
         await client.aclose()
         return seen
 
@@ -168,7 +170,7 @@ def test_a_key_of_the_other_mode_is_refused_naming_both_modes(module_server: Ser
 
     assert remaining(limiter("s", "script").check()) == 2
     assert remaining(limiter("m", "module").check()) == 2
-    keys = [b"ratelimit:{s}:default", b"ratelimit:{m}:default"]
+    keys = [f"ratelimit:{{s}}:{NAME}".encode(), f"ratelimit:{{m}}:{NAME}".encode()]
     assert [r.type(k) for k in keys] == [b"string", b"ratelimit"]
     before = [(r.dump(k), r.pexpiretime(k.decode())) for k in keys]
 

@@ -90,13 +90,14 @@ class _Core:
     def charge(self, limit: Limit, name: str, partition: object, cost: object, quota: object) -> Charge:
         if not isinstance(partition, str):
             raise TypeError(f"{name}: the key function returned {partition!r}, not a string")
-        try:  # per-request values: a bad one is a server error, not a setup one
-            units = check_integer(f"{name}.cost", cost, 0)
-            size = check_integer(f"{name}.limit", quota, 1)
-            limit.check_fill_time(name, size)
+        try:  # values from functions, per request: a bad one is a server error, not a setup one
+            units = check_integer(f"{name}.cost", cost, 0) if callable(limit.cost) else cast(int, cost)
+            size = check_integer(f"{name}.limit", quota, 1) if callable(limit.limit) else cast(int, quota)
+            if callable(limit.limit):
+                limit.check_fill_time(name, size)
         except ConfigurationError as error:
             raise ValueError(str(error)) from None
-        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units, size, partition)
+        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{limit.key_name(size)}", units, size, partition)
 
     @staticmethod
     def groups(client: object, charges: list[Charge]) -> list[list[Charge]]:
@@ -114,6 +115,8 @@ class _Core:
         allowed = all(o[0] for o in outcomes)
         waits = [o[1] for o in outcomes if not o[0]]
         retry = 0 if allowed else (-1 if -1 in waits else max(waits))
+        if len(outcomes) == 1:  # one call: its results are in the charges' order already
+            return Decision(allowed, retry, tuple(outcomes[0][2]))
         by_key = {r.key: r for o in outcomes for r in o[2]}
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
 
@@ -279,7 +282,10 @@ class AsyncRateLimiter:
             key = limit.key or self.core.key
             cost = await _maybe_await(limit.cost(request)) if callable(limit.cost) else limit.cost
             quota = await _maybe_await(limit.limit(request)) if callable(limit.limit) else limit.limit
-            out.append(self.core.charge(limit, name, await _maybe_await(key(request)), cost, quota))
+            partition = key(request)
+            if not isinstance(partition, str):  # an async key function's awaitable
+                partition = await _maybe_await(partition)
+            out.append(self.core.charge(limit, name, partition, cost, quota))
         return out
 
     async def _call(self, args: list[str]) -> Any:

@@ -19,9 +19,10 @@ connection, under the same timeout."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import weakref
-from typing import Any, Optional, Union
+from typing import Any, Awaitable, Optional, Union, cast
 
 import redis
 import redis.asyncio
@@ -81,8 +82,17 @@ def check_async_client(client: object) -> AsyncClient:
     )
 
 
+# Per client class: isinstance with redis-py's client classes (typing
+# Protocols) costs microseconds, and every call asks.
+_cluster_classes: dict[type, bool] = {}
+
+
 def is_cluster(client: object) -> bool:
-    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+    cls = type(client)
+    known = _cluster_classes.get(cls)
+    if known is None:
+        known = _cluster_classes[cls] = issubclass(cls, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+    return known
 
 
 class _OwnConnections:
@@ -276,12 +286,22 @@ async def _send_async_cluster(client: Any, args: list[str], mode: Mode) -> Any:
     raise AssertionError("unreachable")
 
 
+async def _within(timeout: float, call: Awaitable[Any]) -> Any:
+    """`call`'s result, cancelled after `timeout` seconds. asyncio.timeout
+    (Python 3.11+) runs it in the caller's task; wait_for makes a task per
+    call, which doubled the event loop's turns per check."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await call
+    return await asyncio.wait_for(call, timeout)
+
+
 async def call_async(client: AsyncClient, args: list[str], timeout: float, mode: Mode = "auto") -> Any:
     """As call_sync, for the asyncio clients."""
     try:
-        if isinstance(client, redis.asyncio.cluster.RedisCluster):
-            return await asyncio.wait_for(_send_async_cluster(client, args, mode), timeout)
-        return await asyncio.wait_for(_send_async_standalone(client, args, mode), timeout)
+        if is_cluster(client):
+            return await _within(timeout, _send_async_cluster(client, args, mode))
+        return await _within(timeout, _send_async_standalone(cast(redis.asyncio.Redis, client), args, mode))
     except RedisError as error:
         if unavailable(error):
             raise Unavailable(str(error) or type(error).__name__) from error
