@@ -271,7 +271,7 @@ export class Limiter<Req = any> {
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
   private async decide(charges: Charge[]): Promise<Decision> {
     if (charges.length === 0) {
-      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void refunds([], units) };
+      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void unitsBack([], units) };
     }
     const groups = this.cluster ? groupByTag(charges) : [charges];
     const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
@@ -302,7 +302,7 @@ export class Limiter<Req = any> {
       delayMs: allowed ? Math.max(0, ...ordered.map((l) => l.delayMs ?? 0)) : 0,
       limits: ordered,
       refund: async (units?: Record<string, number>) => {
-        const back = refunds(charges, units);
+        const back = unitsBack(charges, units);
         if (!allowed) return;
         await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
@@ -351,7 +351,7 @@ export class Limiter<Req = any> {
  * else the named limits' units (at most their cost). A bare number was the
  * old form, which gave it to every limit: refused, as is an unknown name.
  */
-function refunds(charges: Charge[], units: Record<string, number> | undefined): [Charge, number][] {
+function unitsBack(charges: Charge[], units: Record<string, number> | undefined): [Charge, number][] {
   if (units === undefined) return charges.map((c) => [c, c.cost]);
   if (typeof units !== 'object' || units === null || Array.isArray(units)) {
     throw new TypeError(`refund() takes units per limit name, e.g. refund({ ${JSON.stringify(charges[0]?.limit.name ?? 'tokens')}: 3 }), or nothing for every limit's cost (got ${String(units)})`);
