@@ -33,7 +33,9 @@ export interface LimiterOptions<Req = any> {
   prefix?: string;
   /** Milliseconds to wait for Redis before treating it as unavailable; 1000 by default. */
   timeoutMs?: number;
-  /** Redis unavailable: let requests through (true, the default) or refuse them. */
+  /** Redis unavailable: `open` (the default) lets requests through, `closed` refuses them (503). */
+  onUnavailable?: 'open' | 'closed';
+  /** The older form of onUnavailable: true is `open`, false `closed`. */
   failOpen?: boolean;
   /** Where the line about an unavailable Redis goes; console.warn by default. */
   log?: (line: string) => void;
@@ -89,7 +91,10 @@ export class RateLimiterUnavailable extends Error {
   }
 }
 
-const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'failOpen', 'log', 'mode', 'denialCache'];
+const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'log', 'mode', 'denialCache'];
+
+/** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
+const RETRY_MS = 1000;
 
 /** A number as the module takes it: at most six decimals. */
 function decimal(value: number): string {
@@ -108,9 +113,38 @@ function keyName(limit: CheckedLimit, size: number): string {
   return limit.quotaUnit === undefined || limit.quotaUnit === 'requests' ? spec : `${spec}:${limit.quotaUnit}`;
 }
 
-/** One connection of our own, opened on first use and replaced after a timeout. */
+/**
+ * One connection of our own, opened on first use and replaced after a
+ * failure. After a failure Redis is tried again at most once a second,
+ * one call at a time (a probe); until one answers, requests get the
+ * onUnavailable policy without a call.
+ */
 class Link {
   private connection: Connection | undefined;
+  /** performance.now() from which a probe may go; 0 while Redis answers. */
+  private retryAt = 0;
+  private probing = false;
+
+  /** Whether a request may call Redis now (taking the probe when one is due). */
+  mayCall(): boolean {
+    if (this.retryAt === 0) return true;
+    if (this.probing || performance.now() < this.retryAt) return false;
+    this.probing = true;
+    return true;
+  }
+
+  /** Redis answered (a reply or an error reply). */
+  answered() {
+    this.retryAt = 0;
+    this.probing = false;
+  }
+
+  /** Redis could not answer: a fresh connection for the probe due in a second. */
+  failed() {
+    this.retryAt = performance.now() + RETRY_MS;
+    this.probing = false;
+    this.close();
+  }
 
   constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {}
 
@@ -163,6 +197,7 @@ interface Charge {
 export class Limiter<Req = any> {
   readonly limits: CheckedLimit<Req>[];
   readonly failOpen: boolean;
+  readonly onUnavailable: 'open' | 'closed';
   readonly log: (line: string) => void;
   private readonly link: Link;
   private readonly cluster: boolean;
@@ -192,10 +227,17 @@ export class Limiter<Req = any> {
     if (options.failOpen !== undefined && typeof options.failOpen !== 'boolean') {
       throw new RateLimitConfigError('failOpen', 'must be true or false');
     }
+    if (options.onUnavailable !== undefined && !['open', 'closed'].includes(options.onUnavailable)) {
+      throw new RateLimitConfigError('onUnavailable', `must be 'open' or 'closed' (got ${String(options.onUnavailable)})`);
+    }
+    if (options.onUnavailable !== undefined && options.failOpen !== undefined) {
+      throw new RateLimitConfigError('failOpen', 'give onUnavailable or failOpen (its older form), not both');
+    }
     const mode = options.mode ?? 'auto';
     if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
     this.denials = new DenialCache(checkInteger('denialCache', options.denialCache ?? 10_000, 0));
-    this.failOpen = options.failOpen ?? true;
+    this.onUnavailable = options.onUnavailable ?? (options.failOpen === false ? 'closed' : 'open');
+    this.failOpen = this.onUnavailable === 'open';
     this.log = options.log ?? ((line) => console.warn(line));
     this.key = options.key ?? (byIp(options.ipv6Subnet ?? 56) as (req: Req) => string);
     this.prefix = prefix;
@@ -234,17 +276,33 @@ export class Limiter<Req = any> {
       const known = this.denials.answer(denialKey, costs);
       if (known) return known;
     }
+    if (charges.length > 0 && !this.link.mayCall()) return this.unavailable(undefined);
+    let decision: Decision;
     try {
-      const decision = await this.decide(charges);
-      if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
-      return decision;
+      decision = await this.decide(charges);
     } catch (error) {
-      if (isErrorReply(error)) throw error;
-      const unavailable = new RateLimiterUnavailable(error);
-      this.log(`${unavailable.message} (${this.failOpen ? 'letting the request through' : 'refusing it'})`);
-      if (this.failOpen) return null;
-      throw unavailable;
+      if (isErrorReply(error)) {
+        this.link.answered();
+        throw error;
+      }
+      this.link.failed();
+      return this.unavailable(error);
     }
+    this.link.answered();
+    if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
+    return decision;
+  }
+
+  /**
+   * The onUnavailable answer: null (open) or RateLimiterUnavailable
+   * (closed). A failed call writes one log line; requests answered while
+   * Redis waits for its next probe do not.
+   */
+  private unavailable(error: unknown): null {
+    const unavailable = new RateLimiterUnavailable(error ?? new Error('Redis did not answer the last call; tried again at most once a second'));
+    if (error !== undefined) this.log(`${unavailable.message} (${this.failOpen ? 'letting the request through' : 'refusing it'}; Redis is tried again in a second)`);
+    if (this.failOpen) return null;
+    throw unavailable;
   }
 
   /** Limiters made from one another with with() share it. */
