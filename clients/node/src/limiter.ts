@@ -2,6 +2,7 @@
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
 import { DenialCache } from './denials.js';
+import { Metrics, type DecisionEvent } from './metrics.js';
 import { byIp, isIpv6Subnet } from './keys.js';
 import { MODES, ModeSwitch, type Mode } from './mode.js';
 import {
@@ -41,6 +42,8 @@ export interface LimiterOptions<Req = any> {
   log?: (line: string) => void;
   /** `auto` (default): the module where a node has it, else the Lua script; `module`; or `script`. */
   mode?: Mode;
+  /** Called with each decision's outcome (and the Redis call's duration); an exception in it is logged, never breaks the request. */
+  onDecision?: (event: DecisionEvent) => void;
   /** Denials answered in process until their retry time: the most kept (least recently used out), 10000 by default; 0 turns it off. */
   denialCache?: number;
 }
@@ -83,6 +86,9 @@ export interface Decision {
   refund(units?: Record<string, number>): Promise<void>;
 }
 
+/** Redis gave no answer within timeoutMs. */
+class RedisTimeout extends Error {}
+
 /** Redis did not answer in time, or is down. */
 export class RateLimiterUnavailable extends Error {
   constructor(readonly cause: unknown) {
@@ -91,7 +97,7 @@ export class RateLimiterUnavailable extends Error {
   }
 }
 
-const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'log', 'mode', 'denialCache'];
+const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'log', 'mode', 'denialCache', 'onDecision'];
 
 /** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
 const RETRY_MS = 1000;
@@ -160,7 +166,7 @@ class Link {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         timedOut = true;
-        reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`));
+        reject(new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`));
       }, this.timeoutMs);
     });
     try {
@@ -204,6 +210,7 @@ export class Limiter<Req = any> {
   private readonly key: (req: Req) => string | Promise<string>;
   private readonly prefix: string;
   private readonly denials: DenialCache;
+  private readonly metrics: Metrics;
 
   constructor(options: LimiterOptions<Req>, shared?: { link: Link; cluster: boolean; base: CheckedLimit<Req>[] }) {
     if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
@@ -213,6 +220,7 @@ export class Limiter<Req = any> {
     this.limits = [...base, ...checkLimits('limits', options.limits, base.map((l) => l.name))];
     checkFunction('key', options.key);
     checkFunction('log', options.log);
+    checkFunction('onDecision', options.onDecision);
     if (options.ipv6Subnet !== undefined && !isIpv6Subnet(options.ipv6Subnet)) {
       throw new RateLimitConfigError('ipv6Subnet', 'must be an integer from 1 to 128, or false');
     }
@@ -239,6 +247,7 @@ export class Limiter<Req = any> {
     this.onUnavailable = options.onUnavailable ?? (options.failOpen === false ? 'closed' : 'open');
     this.failOpen = this.onUnavailable === 'open';
     this.log = options.log ?? ((line) => console.warn(line));
+    this.metrics = new Metrics(options.onDecision, this.log);
     this.key = options.key ?? (byIp(options.ipv6Subnet ?? 56) as (req: Req) => string);
     this.prefix = prefix;
     if (shared) {
@@ -270,37 +279,49 @@ export class Limiter<Req = any> {
    */
   async check(req: Req, already: ReadonlySet<string> = new Set()): Promise<Decision | null> {
     const charges = (await this.charges(req)).filter((c) => !already.has(c.limit.name));
-    const denialKey = this.denials.enabled && charges.length > 0 ? keyOf(charges) : undefined;
+    if (charges.length === 0) return this.decide(charges);
+    const policy = charges.map((c) => c.limit.name).join(',');
+    const denialKey = this.denials.enabled ? keyOf(charges) : undefined;
     const costs = charges.map((c) => c.cost);
     if (denialKey !== undefined) {
       const known = this.denials.answer(denialKey, costs);
-      if (known) return known;
+      if (known) {
+        this.metrics.decided(policy, { outcome: 'denied_in_process', decision: known, durationMs: null, error: null });
+        return known;
+      }
     }
-    if (charges.length > 0 && !this.link.mayCall()) return this.unavailable(undefined);
+    if (!this.link.mayCall()) return this.unavailable(policy, undefined, null);
+    const started = performance.now();
     let decision: Decision;
     try {
       decision = await this.decide(charges);
     } catch (error) {
+      const durationMs = performance.now() - started;
+      this.metrics.call(error instanceof RedisTimeout ? 'timeout' : 'error', durationMs);
       if (isErrorReply(error)) {
         this.link.answered();
         throw error;
       }
       this.link.failed();
-      return this.unavailable(error);
+      return this.unavailable(policy, error, durationMs);
     }
+    const durationMs = performance.now() - started;
+    this.metrics.call('ok', durationMs);
     this.link.answered();
     if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
+    this.metrics.decided(policy, { outcome: decision.allowed ? 'allowed' : 'denied', decision, durationMs, error: null });
     return decision;
   }
 
   /**
    * The onUnavailable answer: null (open) or RateLimiterUnavailable
    * (closed). A failed call writes one log line; requests answered while
-   * Redis waits for its next probe do not.
+   * Redis waits for its next try do not (`error` undefined).
    */
-  private unavailable(error: unknown): null {
+  private unavailable(policy: string, error: unknown, durationMs: number | null): null {
     const unavailable = new RateLimiterUnavailable(error ?? new Error('Redis did not answer the last call; tried again at most once a second'));
     if (error !== undefined) this.log(`${unavailable.message} (${this.failOpen ? 'letting the request through' : 'refusing it'}; Redis is tried again in a second)`);
+    this.metrics.decided(policy, { outcome: this.failOpen ? 'unavailable_open' : 'unavailable_closed', decision: null, durationMs, error: unavailable.cause });
     if (this.failOpen) return null;
     throw unavailable;
   }
