@@ -8,7 +8,7 @@ PORT ?= 6379
 # rebuild between them.
 export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
-.PHONY: all deps build test test-clients memcheck run bench bench-clients instructions cluster cluster-stop example clean
+.PHONY: all deps build test test-clients memcheck run bench bench-clients bench-http instructions cluster cluster-stop example clean
 
 all: build
 
