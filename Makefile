@@ -95,6 +95,13 @@ cluster-stop:
 	scripts/cluster.sh stop
 
 # An Express app on http://127.0.0.1:3000 behind the limiter, to curl.
+# The clients' HTTP middleware against the libraries users would pick
+# instead, side by side (scripts/bench-http-node.sh, then the Python one):
+# tables written into each client's README. Holds /work/wt/bench.lock.
+bench-http: build
+	scripts/bench-http-node.sh
+	if [ -x scripts/bench-http-python.sh ]; then scripts/bench-http-python.sh; fi
+
 example: build
 	scripts/example.sh
 

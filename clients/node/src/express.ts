@@ -5,6 +5,18 @@ import { decideRequest, mergeHeader, refundAfter, splitOptions, type CheckedHttp
 import type { Decision, Limiter } from './limiter.js';
 import type { Limit } from './options.js';
 
+// `req.rateLimit` on Express's own Request type, as Passport adds `req.user`:
+// @types/express's Request extends the global Express.Request. Optional,
+// since a request that Redis could not limit (failing open) has none.
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      rateLimit?: Decision;
+    }
+  }
+}
+
 /** What the middleware reads of an Express request. */
 export interface ExpressLikeRequest {
   ip?: string;

@@ -7,3 +7,4 @@ export { deniedBody, rateLimitHeaders, seconds, DEFAULT_MESSAGE, NEVER_MESSAGE, 
 export type { HttpOptions, MiddlewareOptions } from './http.js';
 export { rateLimit, type ExpressLikeNext, type ExpressLikeRequest, type ExpressLikeResponse, type ExpressRateLimit } from './express.js';
 export { fastifyRateLimit, type FastifyLikeRequest, type RouteRateLimit } from './fastify.js';
+export type { DecisionEvent, Outcome as DecisionOutcome } from './metrics.js';

@@ -37,13 +37,34 @@ export function isIpv6Subnet(value: unknown): value is number | false {
  * would give every caller one budget.
  */
 export function byIp(ipv6Subnet: number | false = 56) {
+  const keyOf = rememberedIpKey(ipv6Subnet);
   return (req: RequestWithAddress): string => {
     if (req === undefined || req === null) {
       throw new TypeError('byIp: no request to key by (check() was called without one): pass the request, or give the limiter a key function');
     }
     const address = req.ip || req.socket?.remoteAddress;
     if (!address) throw new TypeError('byIp: the request carries no client address: give the limiter a key function that names the caller');
-    return ipKey(address, ipv6Subnet);
+    return keyOf(address);
+  };
+}
+
+/** Addresses remembered per byIp(): emptied when this many are kept. */
+const REMEMBERED = 10_000;
+
+/**
+ * ipKey, remembered per address: parsing an address with ipaddr.js was a
+ * third of the limiter's own time per request, and a client sends many.
+ */
+function rememberedIpKey(ipv6Subnet: number | false): (address: string) => string {
+  const keys = new Map<string, string>();
+  return (address) => {
+    let key = keys.get(address);
+    if (key === undefined) {
+      if (keys.size >= REMEMBERED) keys.clear();
+      key = ipKey(address, ipv6Subnet);
+      keys.set(address, key);
+    }
+    return key;
   };
 }
 

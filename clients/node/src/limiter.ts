@@ -1,10 +1,13 @@
 // A limiter: its limits checked once, then per request one RL.MULTI over
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
+import { DenialCache } from './denials.js';
+import { Metrics, type DecisionEvent } from './metrics.js';
 import { byIp, isIpv6Subnet } from './keys.js';
 import { MODES, ModeSwitch, type Mode } from './mode.js';
 import {
   checkFunction,
+  checkInteger,
   checkLimits,
   checkUnknown,
   costOf,
@@ -31,12 +34,18 @@ export interface LimiterOptions<Req = any> {
   prefix?: string;
   /** Milliseconds to wait for Redis before treating it as unavailable; 1000 by default. */
   timeoutMs?: number;
-  /** Redis unavailable: let requests through (true, the default) or refuse them. */
+  /** Redis unavailable: `open` (the default) lets requests through, `closed` refuses them (503). */
+  onUnavailable?: 'open' | 'closed';
+  /** The older form of onUnavailable: true is `open`, false `closed`. */
   failOpen?: boolean;
   /** Where the line about an unavailable Redis goes; console.warn by default. */
   log?: (line: string) => void;
   /** `auto` (default): the module where a node has it, else the Lua script; `module`; or `script`. */
   mode?: Mode;
+  /** Called with each decision's outcome (and the Redis call's duration); an exception in it is logged, never breaks the request. */
+  onDecision?: (event: DecisionEvent) => void;
+  /** Denials answered in process until their retry time: the most kept (least recently used out), 10000 by default; 0 turns it off. */
+  denialCache?: number;
 }
 
 /** One limit's part of a decision. */
@@ -69,9 +78,16 @@ export interface Decision {
   /** The longest leaky-bucket delay among the limits (0 without one). */
   delayMs: number;
   limits: LimitDecision[];
-  /** Gives back the units this request took (all of them, or `units` from each limit). */
-  refund(units?: number): Promise<void>;
+  /**
+   * Gives back units this request took: every limit's whole cost with no
+   * argument, or `{ name: units }` to the limits named only (at most the
+   * cost each took).
+   */
+  refund(units?: Record<string, number>): Promise<void>;
 }
+
+/** Redis gave no answer within timeoutMs. */
+class RedisTimeout extends Error {}
 
 /** Redis did not answer in time, or is down. */
 export class RateLimiterUnavailable extends Error {
@@ -81,7 +97,10 @@ export class RateLimiterUnavailable extends Error {
   }
 }
 
-const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'failOpen', 'log', 'mode'];
+const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'log', 'mode', 'denialCache', 'onDecision'];
+
+/** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
+const RETRY_MS = 1000;
 
 /** A number as the module takes it: at most six decimals. */
 function decimal(value: number): string {
@@ -100,9 +119,38 @@ function keyName(limit: CheckedLimit, size: number): string {
   return limit.quotaUnit === undefined || limit.quotaUnit === 'requests' ? spec : `${spec}:${limit.quotaUnit}`;
 }
 
-/** One connection of our own, opened on first use and replaced after a timeout. */
+/**
+ * One connection of our own, opened on first use and replaced after a
+ * failure. After a failure Redis is tried again at most once a second,
+ * one call at a time (a probe); until one answers, requests get the
+ * onUnavailable policy without a call.
+ */
 class Link {
   private connection: Connection | undefined;
+  /** performance.now() from which a probe may go; 0 while Redis answers. */
+  private retryAt = 0;
+  private probing = false;
+
+  /** Whether a request may call Redis now (taking the probe when one is due). */
+  mayCall(): boolean {
+    if (this.retryAt === 0) return true;
+    if (this.probing || performance.now() < this.retryAt) return false;
+    this.probing = true;
+    return true;
+  }
+
+  /** Redis answered (a reply or an error reply). */
+  answered() {
+    this.retryAt = 0;
+    this.probing = false;
+  }
+
+  /** Redis could not answer: a fresh connection for the probe due in a second. */
+  failed() {
+    this.retryAt = performance.now() + RETRY_MS;
+    this.probing = false;
+    this.close();
+  }
 
   constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {}
 
@@ -118,7 +166,7 @@ class Link {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         timedOut = true;
-        reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`));
+        reject(new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`));
       }, this.timeoutMs);
     });
     try {
@@ -155,11 +203,14 @@ interface Charge {
 export class Limiter<Req = any> {
   readonly limits: CheckedLimit<Req>[];
   readonly failOpen: boolean;
+  readonly onUnavailable: 'open' | 'closed';
   readonly log: (line: string) => void;
   private readonly link: Link;
   private readonly cluster: boolean;
   private readonly key: (req: Req) => string | Promise<string>;
   private readonly prefix: string;
+  private readonly denials: DenialCache;
+  private readonly metrics: Metrics;
 
   constructor(options: LimiterOptions<Req>, shared?: { link: Link; cluster: boolean; base: CheckedLimit<Req>[] }) {
     if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
@@ -169,6 +220,7 @@ export class Limiter<Req = any> {
     this.limits = [...base, ...checkLimits('limits', options.limits, base.map((l) => l.name))];
     checkFunction('key', options.key);
     checkFunction('log', options.log);
+    checkFunction('onDecision', options.onDecision);
     if (options.ipv6Subnet !== undefined && !isIpv6Subnet(options.ipv6Subnet)) {
       throw new RateLimitConfigError('ipv6Subnet', 'must be an integer from 1 to 128, or false');
     }
@@ -183,10 +235,19 @@ export class Limiter<Req = any> {
     if (options.failOpen !== undefined && typeof options.failOpen !== 'boolean') {
       throw new RateLimitConfigError('failOpen', 'must be true or false');
     }
+    if (options.onUnavailable !== undefined && !['open', 'closed'].includes(options.onUnavailable)) {
+      throw new RateLimitConfigError('onUnavailable', `must be 'open' or 'closed' (got ${String(options.onUnavailable)})`);
+    }
+    if (options.onUnavailable !== undefined && options.failOpen !== undefined) {
+      throw new RateLimitConfigError('failOpen', 'give onUnavailable or failOpen (its older form), not both');
+    }
     const mode = options.mode ?? 'auto';
     if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
-    this.failOpen = options.failOpen ?? true;
+    this.denials = new DenialCache(checkInteger('denialCache', options.denialCache ?? 10_000, 0));
+    this.onUnavailable = options.onUnavailable ?? (options.failOpen === false ? 'closed' : 'open');
+    this.failOpen = this.onUnavailable === 'open';
     this.log = options.log ?? ((line) => console.warn(line));
+    this.metrics = new Metrics(options.onDecision, this.log);
     this.key = options.key ?? (byIp(options.ipv6Subnet ?? 56) as (req: Req) => string);
     this.prefix = prefix;
     if (shared) {
@@ -218,15 +279,51 @@ export class Limiter<Req = any> {
    */
   async check(req: Req, already: ReadonlySet<string> = new Set()): Promise<Decision | null> {
     const charges = (await this.charges(req)).filter((c) => !already.has(c.limit.name));
-    try {
-      return await this.decide(charges);
-    } catch (error) {
-      if (isErrorReply(error)) throw error;
-      const unavailable = new RateLimiterUnavailable(error);
-      this.log(`${unavailable.message} (${this.failOpen ? 'letting the request through' : 'refusing it'})`);
-      if (this.failOpen) return null;
-      throw unavailable;
+    if (charges.length === 0) return this.decide(charges);
+    const policy = charges.map((c) => c.limit.name).join(',');
+    const denialKey = this.denials.enabled ? keyOf(charges) : undefined;
+    const costs = charges.map((c) => c.cost);
+    if (denialKey !== undefined) {
+      const known = this.denials.answer(denialKey, costs);
+      if (known) {
+        this.metrics.decided(policy, { outcome: 'denied_in_process', decision: known, durationMs: null, error: null });
+        return known;
+      }
     }
+    if (!this.link.mayCall()) return this.unavailable(policy, undefined, null);
+    const started = performance.now();
+    let decision: Decision;
+    try {
+      decision = await this.decide(charges);
+    } catch (error) {
+      const durationMs = performance.now() - started;
+      this.metrics.call(error instanceof RedisTimeout ? 'timeout' : 'error', durationMs);
+      if (isErrorReply(error)) {
+        this.link.answered();
+        throw error;
+      }
+      this.link.failed();
+      return this.unavailable(policy, error, durationMs);
+    }
+    const durationMs = performance.now() - started;
+    this.metrics.call('ok', durationMs);
+    this.link.answered();
+    if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
+    this.metrics.decided(policy, { outcome: decision.allowed ? 'allowed' : 'denied', decision, durationMs, error: null });
+    return decision;
+  }
+
+  /**
+   * The onUnavailable answer: null (open) or RateLimiterUnavailable
+   * (closed). A failed call writes one log line; requests answered while
+   * Redis waits for its next try do not (`error` undefined).
+   */
+  private unavailable(policy: string, error: unknown, durationMs: number | null): null {
+    const unavailable = new RateLimiterUnavailable(error ?? new Error('Redis did not answer the last call; tried again at most once a second'));
+    if (error !== undefined) this.log(`${unavailable.message} (${this.failOpen ? 'letting the request through' : 'refusing it'}; Redis is tried again in a second)`);
+    this.metrics.decided(policy, { outcome: this.failOpen ? 'unavailable_open' : 'unavailable_closed', decision: null, durationMs, error: unavailable.cause });
+    if (this.failOpen) return null;
+    throw unavailable;
   }
 
   /** Limiters made from one another with with() share it. */
@@ -252,7 +349,9 @@ export class Limiter<Req = any> {
 
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
   private async decide(charges: Charge[]): Promise<Decision> {
-    if (charges.length === 0) return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async () => {} };
+    if (charges.length === 0) {
+      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void unitsBack([], units) };
+    }
     const groups = this.cluster ? groupByTag(charges) : [charges];
     const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
     const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
@@ -281,9 +380,10 @@ export class Limiter<Req = any> {
       neverAllowed: retryAfterMs === -1,
       delayMs: allowed ? Math.max(0, ...ordered.map((l) => l.delayMs ?? 0)) : 0,
       limits: ordered,
-      refund: async (units?: number) => {
+      refund: async (units?: Record<string, number>) => {
+        const back = unitsBack(charges, units);
         if (!allowed) return;
-        await Promise.all(charges.map((c) => this.refundOne(c, units === undefined ? c.cost : Math.min(units, c.cost))));
+        await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
     };
   }
@@ -325,10 +425,33 @@ export class Limiter<Req = any> {
   }
 }
 
+/**
+ * What refund(units) gives back, per charge: every cost without `units`,
+ * else the named limits' units (at most their cost). A bare number was the
+ * old form, which gave it to every limit: refused, as is an unknown name.
+ */
+function unitsBack(charges: Charge[], units: Record<string, number> | undefined): [Charge, number][] {
+  if (units === undefined) return charges.map((c) => [c, c.cost]);
+  if (typeof units !== 'object' || units === null || Array.isArray(units)) {
+    throw new TypeError(`refund() takes units per limit name, e.g. refund({ ${JSON.stringify(charges[0]?.limit.name ?? 'tokens')}: 3 }), or nothing for every limit's cost (got ${String(units)})`);
+  }
+  return Object.entries(units).map(([name, n]) => {
+    const charge = charges.find((c) => c.limit.name === name);
+    if (!charge) throw new TypeError(`refund(): no limit named ${JSON.stringify(name)} in this decision (it has ${charges.map((c) => JSON.stringify(c.limit.name)).join(', ')})`);
+    checkInteger(`refund(): ${name}`, n, 0);
+    return [charge, Math.min(n, charge.cost)];
+  });
+}
+
 /** A limit's state from the fields of a reply (remaining, reset, delay). */
 function stateOf(fields: number[]): Pick<LimitDecision, 'remaining' | 'resetAfterMs'> & { delayMs?: number } {
   const [, remaining, , , reset, delay] = fields.map(Number);
   return { remaining, resetAfterMs: reset, ...(delay === undefined ? {} : { delayMs: delay }) };
+}
+
+/** What a denial is remembered by: the Redis keys and the limits as resolved for the request. */
+function keyOf(charges: Charge[]): string {
+  return JSON.stringify(charges.map((c) => [c.key, c.limit.algorithm, c.size, c.limit.param]));
 }
 
 /** Charges grouped by their key's hash tag, so each group shares a cluster slot. */

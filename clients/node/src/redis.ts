@@ -55,6 +55,17 @@ function waitForReady(client: Anything): Promise<void> {
   });
 }
 
+/** node-redis's connect(), failing at the first error (a refused connection) instead of waiting through its reconnects. */
+function connectOrFail(own: Anything): Promise<void> {
+  return new Promise((resolve, reject) => {
+    own.once('error', reject);
+    own.connect().then(() => {
+      own.off('error', reject);
+      resolve();
+    }, reject);
+  });
+}
+
 function closeNodeRedis(own: Anything) {
   try {
     const closing = typeof own.destroy === 'function' ? own.destroy() : own.disconnect();
@@ -71,7 +82,7 @@ function nodeRedis(client: Anything): ClientKind {
       const own = client.duplicate({ disableOfflineQueue: true });
       own.on('error', () => {}); // failures surface as rejected commands
       return {
-        ready: own.connect().then(() => {}),
+        ready: connectOrFail(own),
         send: (_key, args) => own.sendCommand(args),
         sendToNodeOf: (_key, args) => own.sendCommand(args),
         close: () => closeNodeRedis(own),
@@ -96,7 +107,7 @@ function nodeRedisCluster(cluster: Anything): ClientKind {
       own.on('error', () => {});
       const primaryOf = (key: string): Anything | undefined => own.slots?.[keySlot(key)]?.master;
       return {
-        ready: own.connect().then(() => {}),
+        ready: connectOrFail(own),
         send: (key, args) => own.sendCommand(key, false, args),
         // On the node's own client: node-redis v6 routes a command without keys by its command tips, not by the key given.
         sendToNodeOf: async (key, args) => (await own.nodeClient(primaryOf(key) ?? noPrimary(key))).sendCommand(args),

@@ -377,8 +377,8 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           const closed = await get('/closed');
           assert.deepEqual([closed.status, await closed.json()], [503, { error: 'rate_limiter_unavailable' }]);
           assert.deepEqual(lines, [
-            'rate limiter unavailable: no answer from Redis within 200 ms (letting the request through)',
-            'rate limiter unavailable: no answer from Redis within 200 ms (refusing it)',
+            'rate limiter unavailable: no answer from Redis within 200 ms (letting the request through; Redis is tried again in a second)',
+            'rate limiter unavailable: no answer from Redis within 200 ms (refusing it; Redis is tried again in a second)',
           ]);
           await sleep(1000);
           // A second later the bucket has refilled a thousandth of a token: t may be a second less.

@@ -39,3 +39,15 @@ test('no request or no address: an error, never one key for every caller', () =>
   assert.throws(() => byIp()({ ip: '', socket: {} }), noAddress);
   assert.throws(() => byUser()({ socket: { remoteAddress: undefined } }), noAddress);
 });
+
+test('byIp remembers keys per address: the same keys as ipKey, also past the 10000 it keeps', () => {
+  const v4 = byIp();
+  const v6 = byIp(48);
+  const addresses = Array.from({ length: 10_050 }, (_, i) => (i % 2 ? `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` : `2001:db8:${i.toString(16)}::${i % 7}`));
+  for (let round = 0; round < 2; round++) {
+    for (const address of addresses) {
+      assert.equal(v4({ ip: address }), ipKey(address));
+      assert.equal(v6({ ip: address }), ipKey(address, 48));
+    }
+  }
+});

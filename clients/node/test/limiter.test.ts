@@ -124,16 +124,92 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.equal(await server.cli('exists', 'ratelimit:{ip:10.0.0.2}:tokenbucket:10:1'), '0');
     });
 
-    test('refund: reserve the most a call may use, give back what it did not', async () => {
-      const check = limiter({ limits: { name: 'tokens', limit: 1000, rate: 0.001, cost: 400 } });
+    test('refund: reserve the most a call may use, give back to the limits named what it did not use', async () => {
+      const check = limiter({
+        limits: [
+          { name: 'requests', limit: 60, rate: 0.001 },
+          { name: 'tokens', limit: 1000, rate: 0.001, cost: 400 },
+        ],
+      });
       const reserved = await check.check({ ip: '10.0.0.3' });
-      assert.equal(reserved?.limits[0].remaining, 600);
-      await reserved!.refund(250); // used 150 of the 400
+      assert.deepEqual(reserved?.limits.map((l) => l.remaining), [59, 600]);
+      await reserved!.refund({ tokens: 250 }); // used 150 of the 400; the request still counts
       const after = await check.check({ ip: '10.0.0.3' });
-      assert.equal(after?.limits[0].remaining, 450);
-      await after!.refund();
-      await reserved!.refund(1000); // at most its own 400 back
-      assert.equal((await check.check({ ip: '10.0.0.3' }))?.limits[0].remaining, 600);
+      assert.deepEqual(after?.limits.map((l) => l.remaining), [58, 450]);
+      await after!.refund(); // no argument: every limit's whole cost
+      await reserved!.refund({ tokens: 1000, requests: 0 }); // at most its own 400 back
+      assert.deepEqual((await check.check({ ip: '10.0.0.3' }))?.limits.map((l) => l.remaining), [58, 600]);
+      // The old bare number (it gave n to every limit) and unknown names are refused, and change nothing.
+      const last = await check.check({ ip: '10.0.0.3' });
+      await assert.rejects(last!.refund(5 as any), {
+        name: 'TypeError',
+        message: 'refund() takes units per limit name, e.g. refund({ "requests": 3 }), or nothing for every limit\'s cost (got 5)',
+      });
+      await assert.rejects(last!.refund({ token: 5 }), {
+        name: 'TypeError',
+        message: 'refund(): no limit named "token" in this decision (it has "requests", "tokens")',
+      });
+      await assert.rejects(last!.refund({ tokens: 1.5 }), /^RateLimitConfigError: refund\(\): tokens: must be an integer from 0 to 9007199254740991 \(got 1.5\)$/);
+      const unchanged = await check.check({ ip: '10.0.0.3' }); // 400 more tokens do not fit in the 200 left
+      assert.equal(unchanged?.allowed, false);
+      assert.deepEqual(unchanged?.limits.map((l) => l.remaining), [57, 200]);
+    });
+
+    /** Calls Redis ran since the last CONFIG RESETSTAT: RL.MULTI, or the script (less a NOSCRIPT answered before EVAL). */
+    async function redisCalls(): Promise<number> {
+      const stats = await server.cli('info', 'commandstats');
+      return [...stats.matchAll(/^cmdstat_(?:rl\.multi|evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/gim)].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
+    }
+
+    test('denials answered in process: a flood of denied checks is one Redis call, Retry-After counting down', async () => {
+      const check = limiter({ limits: [{ name: 'requests', limit: 2, rate: 0.001 }, { name: 'tokens', limit: 100, rate: 0.001, cost: (req) => req.tokens ?? 1 }] });
+      await server.cli('config', 'resetstat');
+      await check.check({ ip: '10.0.1.1' });
+      await check.check({ ip: '10.0.1.1' });
+      const denied = await check.check({ ip: '10.0.1.1' });
+      assert.equal(denied?.allowed, false);
+      assert.equal(await redisCalls(), 3);
+      for (let i = 0; i < 300; i++) {
+        const again = await check.check({ ip: '10.0.1.1', tokens: 1 + (i % 2) }); // the same cost, or more
+        assert.equal(again?.allowed, false);
+        assert.ok(again!.retryAfterMs > 0 && again!.retryAfterMs <= denied!.retryAfterMs);
+        assert.deepEqual(again?.limits.map((l) => [l.name, l.allowed, l.remaining]), [['requests', false, 0], ['tokens', true, 98]]);
+      }
+      assert.equal(await redisCalls(), 3);
+      // A smaller cost, another key, or the same key's other limits go to Redis.
+      assert.equal((await check.check({ ip: '10.0.1.1', tokens: 0 }))?.allowed, false);
+      assert.equal((await check.check({ ip: '10.0.1.2' }))?.allowed, true);
+      assert.equal(await redisCalls(), 5);
+    });
+
+    test('denials answered in process: until retry_after_ms, a never admissible one for 1 s, least recently used out, off with 0', async () => {
+      const check = limiter({ denialCache: 2, limits: { limit: 1, rate: 4, cost: (req) => req.tokens ?? 1 } });
+      await server.cli('config', 'resetstat');
+      await check.check({ ip: '10.0.2.1' });
+      const wait = (await check.check({ ip: '10.0.2.1' }))?.retryAfterMs ?? 0;
+      assert.ok(wait > 0 && wait <= 250);
+      await sleep(300); // the denial ran out: Redis admits again
+      assert.equal((await check.check({ ip: '10.0.2.1' }))?.allowed, true);
+      assert.equal(await redisCalls(), 3);
+      const never = await check.check({ ip: '10.0.2.2', tokens: 5 });
+      assert.equal(never?.retryAfterMs, -1);
+      assert.equal((await check.check({ ip: '10.0.2.2', tokens: 5 }))?.neverAllowed, true);
+      assert.equal(await redisCalls(), 4);
+      await sleep(1100);
+      assert.equal((await check.check({ ip: '10.0.2.2', tokens: 5 }))?.neverAllowed, true);
+      assert.equal(await redisCalls(), 5);
+      // Two entries at most: a third denial pushes out the least recently used.
+      await check.check({ ip: '10.0.2.3', tokens: 5 });
+      await check.check({ ip: '10.0.2.4', tokens: 5 });
+      assert.equal(await redisCalls(), 7);
+      await check.check({ ip: '10.0.2.4', tokens: 5 });
+      await check.check({ ip: '10.0.2.3', tokens: 5 });
+      assert.equal(await redisCalls(), 7);
+      await check.check({ ip: '10.0.2.2', tokens: 5 });
+      assert.equal(await redisCalls(), 8);
+      const off = limiter({ denialCache: 0, limits: { limit: 1, rate: 0.001 } });
+      for (let i = 0; i < 5; i++) await off.check({ ip: '10.0.2.5' });
+      assert.equal(await redisCalls(), 13);
     });
 
     test('an error reply is a server error, never a pass', async () => {
@@ -162,7 +238,7 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       const started = Date.now();
       assert.equal(await check.check({ ip: '10.0.0.6' }), null);
       assert.ok(Date.now() - started < 600);
-      assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 200 ms (letting the request through)']);
+      assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 200 ms (letting the request through; Redis is tried again in a second)']);
       await sleep(1200); // the pause is over: a command still queued would run now
       const next = await check.check({ ip: '10.0.0.6' });
       assert.equal(next?.limits[0].remaining, 8);
@@ -177,13 +253,46 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.equal((await check.check({ ip: '10.0.0.7' }))?.limits[0].remaining, 8);
     });
 
+    test('Redis stopped: a refused connection fails at once, Redis is tried at most once a second, limiting resumes within a second of its return', async () => {
+      const lines: string[] = [];
+      const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 5000, log: (line) => lines.push(line) });
+      const closed = limiter({ limits: { name: 'closed', limit: 10, rate: 0.001 }, timeoutMs: 5000, onUnavailable: 'closed', log: () => {} });
+      assert.equal((await check.check({ ip: '10.0.3.1' }))?.limits[0].remaining, 9);
+      assert.equal((await closed.check({ ip: '10.0.3.1' }))?.limits[0].remaining, 9);
+      await server.kill();
+      let started = performance.now();
+      assert.equal(await check.check({ ip: '10.0.3.1' }), null);
+      await assert.rejects(closed.check({ ip: '10.0.3.1' }), RateLimiterUnavailable);
+      assert.ok(performance.now() - started < 2500, 'no wait for the 5 s timeout');
+      // Three seconds of requests: each answered by the policy; Redis tried about once a second (a log line each).
+      lines.length = 0;
+      started = performance.now();
+      let answered = 0;
+      while (performance.now() - started < 3000) {
+        assert.equal(await check.check({ ip: '10.0.3.2' }), null);
+        answered++;
+        await sleep(10);
+      }
+      assert.ok(answered > 50);
+      assert.ok(lines.length >= 2 && lines.length <= 4, `${lines.length} probes in 3 s`);
+      await server.run();
+      started = performance.now();
+      let decision = null;
+      while (decision === null) {
+        decision = await check.check({ ip: '10.0.3.3' });
+        if (decision === null) await sleep(10);
+      }
+      assert.ok(performance.now() - started < 2000, 'limiting resumes within about a second');
+      assert.equal(decision.limits[0].remaining, 9);
+    });
+
     test('Redis restarts: calls made while it is down are not replayed', async () => {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 300, log: (line) => lines.push(line) });
       assert.equal((await check.check({ ip: '10.0.0.8' }))?.limits[0].remaining, 9);
       await server.kill();
       for (let i = 0; i < 3; i++) assert.equal(await check.check({ ip: '10.0.0.9' }), null);
-      assert.equal(lines.length, 3);
+      assert.equal(lines.length, 1); // the failed call; the two after it did not call Redis
       await server.run();
       // Once reconnected, the first call is the first charge for 10.0.0.9.
       let decision = null;

@@ -59,7 +59,19 @@ test('the tarball holds the built package and no test or source files', () => {
   assert.ok(listing.includes('package/dist/cjs/index.js'));
   assert.ok(listing.includes('package/dist/cjs/index.d.ts'));
   assert.ok(listing.includes('package/dist/cjs/package.json'));
-  assert.deepEqual(listing.filter((name) => !name.startsWith('package/dist/')), ['package/README.md', 'package/package.json']);
+  assert.deepEqual(listing.filter((name) => !name.startsWith('package/dist/')), ['package/LICENSE', 'package/README.md', 'package/package.json']);
+});
+
+test('the installed package: MIT with its LICENSE, no install-time scripts, README links to files it has', () => {
+  const installed = join(app, 'node_modules', 'redis-ratelimit-client');
+  const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'));
+  assert.equal(manifest.license, 'MIT');
+  assert.match(readFileSync(join(installed, 'LICENSE'), 'utf8'), /^MIT License\n/);
+  // npm runs these when the package is installed (prepare: from git): the built package needs none.
+  for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(manifest.scripts?.[script], undefined, script);
+  const readme = readFileSync(join(installed, 'README.md'), 'utf8');
+  const links = [...readme.matchAll(/\]\(([^)#]+)[^)]*\)/g)].map((m) => m[1]).filter((target) => !/^https?:/.test(target));
+  for (const target of links) assert.ok(readdirSync(installed).includes(target), `README links to ${target}, which the package lacks`);
 });
 
 test('the package carries lua/ratelimit.lua, the script of script mode, exactly as the repository has it', async () => {

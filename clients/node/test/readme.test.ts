@@ -1,0 +1,234 @@
+// Every TypeScript block of README.md, extracted as it is written: all of
+// them compiled together by strict TypeScript against the package's types
+// (with @types/express: `req.rateLimit` must be on Express's Request), and
+// each run against a real redis-server (with the module, and without it,
+// where the default `auto` mode runs the script), also with Redis stopped.
+// The names a block leaves to the reader (authenticate, search, job...) come
+// from stand-ins here. The sh block is the install that package.test.ts
+// does; the headers block is sample output.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+
+import { createClient } from 'redis';
+import ts from 'typescript';
+
+import { createLimiter } from '../src/index.js';
+import { MODES } from './modes.js';
+import { RedisServer } from './servers.js';
+
+const packageDir = resolve(import.meta.dirname, '../..');
+const dir = join(packageDir, 'build', 'readme');
+const blocks = [...readFileSync(join(packageDir, 'README.md'), 'utf8').matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+const block = (needle: string) => {
+  const found = blocks.filter((b) => b.includes(needle));
+  assert.equal(found.length, 1, needle);
+  return found[0];
+};
+const EXPRESS = block("from 'express'");
+const FASTIFY = block("from 'fastify'");
+const FASTIFY_TYPES = block("declare module 'fastify'");
+const CHECK = block('createLimiter');
+const SCRIPT = block("mode: 'script'");
+
+/** What the README leaves to the reader: types for the compiler, values for the runs. */
+const STAND_INS: Record<string, { type: string }> = {
+  authenticate: { type: 'declare function authenticate(req: any, res: any, next: () => void): void;' },
+  search: { type: 'declare function search(req: any, res: any): void;' },
+  health: { type: 'declare function health(): Promise<object>;' },
+  job: { type: 'declare const job: { tenant: string; maxTokens: number };' },
+  callModel: { type: 'declare function callModel(job: { tenant: string; maxTokens: number }): Promise<number>;' },
+  redis: { type: "declare const redis: import('redis').RedisClientType;" },
+};
+
+const declared = (code: string) => new Set([...code.matchAll(/^(?:const|let) (\w+)/gm)].map((m) => m[1]));
+const needs = (code: string) => Object.keys(STAND_INS).filter((name) => new RegExp(`\\b${name}\\b`).test(code) && !declared(code).has(name));
+
+let counter = 0;
+
+/**
+ * Runs a block as the body of a function of the stand-ins (its imports
+ * hoisted, the package imported from this build). Gives back the names it
+ * declared, as far as it got, and what it threw.
+ */
+async function run(code: string, stands: Record<string, unknown>): Promise<{ out: Record<string, any>; error?: Error }> {
+  const lines = code.split('\n');
+  const here = JSON.stringify(pathToFileURL(join(packageDir, 'build', 'src', 'index.js')).href);
+  const imports = lines.filter((l) => l.startsWith('import ')).map((l) => l.replace("'redis-ratelimit-client'", here));
+  const body = lines.filter((l) => !l.startsWith('import ')).join('\n').replace(/^(const|let) (\w+) = /gm, '$1 $2 = out.$2 = ');
+  const source = `${imports.join('\n')}\nexport async function main({ ${needs(code).join(', ')} }: any, out: any) {\n${body}\n}\n`;
+  const js = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
+  const file = join(dir, `run-${counter++}.mjs`);
+  writeFileSync(file, js);
+  const out: Record<string, any> = {};
+  try {
+    await (await import(pathToFileURL(file).href)).main(stands, out);
+    return { out };
+  } catch (error) {
+    return { out, error: error as Error };
+  }
+}
+
+async function listen(app: any): Promise<{ url: string; close(): void }> {
+  const http = app.listen(0);
+  await new Promise((r) => http.once('listening', r));
+  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, close: () => http.close() };
+}
+
+before(() => {
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+});
+
+test('the README has these five TypeScript blocks, and strict TypeScript compiles each as written', () => {
+  assert.equal(blocks.length, 5);
+  const files = blocks.map((code, i) => {
+    const file = join(dir, `block-${i}.ts`);
+    // The Fastify request's type declaration goes with the Fastify app that reads it.
+    const text = code === FASTIFY ? `${code}\n${FASTIFY_TYPES}` : code;
+    writeFileSync(file, `${needs(text).map((n) => STAND_INS[n].type).join('\n')}\n${text}\nexport {};\n`);
+    return file;
+  });
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: {
+      strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2022', 'DOM'], types: ['node'], noEmit: true,
+      skipLibCheck: true, typeRoots: [join(packageDir, 'node_modules', '@types')],
+      paths: { 'redis-ratelimit-client': [join(packageDir, 'src', 'index.ts')] },
+    },
+    files,
+  }));
+  try {
+    execFileSync(process.execPath, [join(packageDir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8', stdio: 'pipe' });
+  } catch (error) {
+    assert.fail((error as { stdout: string }).stdout);
+  }
+});
+
+for (const { mode, withModule } of MODES) {
+  describe(`README blocks run on a server ${withModule ? 'with' : 'without'} the module (mode ${mode} by auto)`, () => {
+    let server: RedisServer;
+    let redis: ReturnType<typeof createClient>;
+    const quiet = console.warn;
+
+    before(async () => {
+      server = await RedisServer.start([], withModule);
+      process.env.REDIS_URL = server.url;
+      redis = createClient({ url: server.url });
+      redis.on('error', () => {});
+      await redis.connect();
+      console.warn = () => {}; // the blocks' "Redis unavailable" lines
+    });
+    after(async () => {
+      console.warn = quiet;
+      redis.destroy();
+      await server.stop();
+    });
+
+    test('Express: the app-wide limits, the route limit checked with them, and /things with Redis stopped', async () => {
+      await server.cli('flushall');
+      const stands = {
+        authenticate: (req: any, _res: any, next: () => void) => {
+          if (req.get('x-user')) req.user = { id: req.get('x-user') };
+          next();
+        },
+        search: (_req: any, res: any) => res.json({ results: [] }),
+      };
+      const { out: { app, redis: own, limiter }, error } = await run(EXPRESS, stands);
+      assert.equal(error, undefined);
+      const http = await listen(app);
+      try {
+        const things = await fetch(`${http.url}/things`, { headers: { 'x-user': 'ada' } });
+        assert.equal(things.status, 200);
+        assert.deepEqual(await things.json(), { left: 99 });
+        assert.match(things.headers.get('ratelimit') ?? '', /^"per-user";r=99;t=1, "per-user-daily";r=4999;t=\d+, "per-ip";r=299;t=\d+$/);
+        const statuses = [];
+        for (let i = 0; i < 11; i++) statuses.push((await fetch(`${http.url}/search`, { method: 'POST', headers: { 'x-user': 'bob' } })).status);
+        assert.deepEqual(statuses, [...Array(10).fill(200), 429]);
+        assert.equal(await server.cli('type', 'ratelimit:{user:bob}:search'), mode === 'module' ? 'ratelimit' : 'string');
+        await server.kill();
+        const down = await fetch(`${http.url}/things`, { headers: { 'x-user': 'ada' } });
+        assert.equal(down.status, 200); // failing open: no decision, no 500
+        assert.deepEqual(await down.json(), { left: null });
+        assert.equal(down.headers.get('ratelimit'), null);
+      } finally {
+        http.close();
+        limiter.limiter.close();
+        own.destroy();
+        await server.run();
+      }
+    });
+
+    test('Fastify: the plugin, a route limit, a route without limits', async () => {
+      await server.cli('flushall');
+      const stands = { search: async () => ({ results: [] }), health: async () => ({ ok: true }) };
+      const { out: { app, redis: own }, error } = await run(FASTIFY, stands);
+      assert.equal(error, undefined);
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      try {
+        const statuses = [];
+        for (let i = 0; i < 11; i++) statuses.push((await fetch(`${url}/search`)).status);
+        assert.deepEqual(statuses, [...Array(10).fill(200), 429]);
+        const health = await fetch(`${url}/health`);
+        assert.equal(health.status, 200);
+        assert.equal(health.headers.get('ratelimit'), null);
+        assert.deepEqual(await health.json(), { ok: true });
+      } finally {
+        await app.close();
+        own.disconnect();
+      }
+    });
+
+    test('check(): the refund gives back unused tokens only, so the 60 a minute binds', async () => {
+      await server.cli('flushall');
+      const job = { tenant: 'acme', maxTokens: 1000 };
+      const stands = { redis, job, callModel: async () => 300 };
+      // rpm refills one a second while this runs: it binds at 60 plus what came back.
+      const started = performance.now();
+      let ran = 0;
+      let denial: string | undefined;
+      while (denial === undefined && ran < 100) {
+        const { out, error } = await run(CHECK, stands);
+        out.tokens.close();
+        if (error) denial = error.message.replace(/\d+ ms/, 'N ms');
+        else ran++;
+      }
+      const refilled = Math.ceil((performance.now() - started) / 1000);
+      assert.equal(denial, 'retry in N ms');
+      assert.ok(ran >= 60 && ran <= 60 + refilled, `${ran} ran in ${refilled} s`);
+      // Each that ran kept the 300 tokens it used of the 1000 it reserved.
+      const peek = createLimiter({ redis, key: () => 'tenant:acme', limits: { name: 'tpm', algorithm: 'slidingwindow', limit: 100_000, window: 60, cost: 0 } });
+      const decision = await peek.check({});
+      peek.close();
+      assert.equal(decision?.limits[0].remaining, 100_000 - ran * 300);
+    });
+
+    test('check() with Redis stopped: null, and the block runs on', async () => {
+      await server.kill();
+      try {
+        const { out, error } = await run(CHECK, { redis, job: { tenant: 'acme', maxTokens: 10 }, callModel: async () => 1 });
+        out.tokens.close();
+        assert.equal(error, undefined);
+        assert.equal(out.decision, null);
+      } finally {
+        await server.run();
+      }
+    });
+
+    test(`script mode as the README sets it${withModule ? ', on a server that has the module too' : ''}`, async () => {
+      await server.cli('flushall');
+      const { out: { limiter }, error } = await run(SCRIPT, { redis });
+      assert.equal(error, undefined);
+      const decision = await limiter.limiter.check({ ip: '203.0.113.9' });
+      limiter.limiter.close();
+      assert.equal(decision.limits[0].remaining, 59);
+      assert.equal(await server.cli('type', decision.limits[0].key), 'string'); // the script's plain string
+    });
+  });
+}

@@ -1,0 +1,38 @@
+// One app of scripts/bench-http-node.sh: Express 5 with no limiter, ours,
+// express-rate-limit + rate-limit-redis, or rate-limiter-flexible, all on one
+// Redis; `admitted` limits never bind, `denied` ones deny all but the first.
+// Usage: node bench-http-app.mjs VARIANT PATH REDIS_URL PORT
+import express from 'express';
+import { createClient } from 'redis';
+
+const [variant, path, url, port] = process.argv.slice(2);
+const admitted = path === 'admitted';
+const redis = createClient({ url });
+redis.on('error', () => {});
+await redis.connect();
+const app = express();
+
+if (variant === 'ours') {
+  const { rateLimit } = await import('redis-ratelimit-client');
+  app.use(rateLimit({ redis, limits: admitted ? { limit: 1e12, rate: 1e9 } : { limit: 1, rate: 0.000001 } }));
+} else if (variant === 'express-rate-limit') {
+  const { rateLimit } = await import('express-rate-limit');
+  const { RedisStore } = await import('rate-limit-redis');
+  app.use(rateLimit({
+    windowMs: 3_600_000, limit: admitted ? 1e12 : 1, standardHeaders: 'draft-8', legacyHeaders: false,
+    store: new RedisStore({ sendCommand: (...args) => redis.sendCommand(args) }),
+  }));
+} else if (variant === 'rate-limiter-flexible') {
+  const { RateLimiterRedis } = await import('rate-limiter-flexible');
+  const limiter = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: admitted ? 1e12 : 1, duration: 3600, inMemoryBlockOnConsumed: admitted ? 0 : 1 });
+  app.use((req, res, next) => {
+    limiter.consume(req.ip).then(() => next(), (rejection) => {
+      if (rejection instanceof Error) return next(rejection);
+      res.set('Retry-After', String(Math.ceil(rejection.msBeforeNext / 1000))).status(429).json({ error: 'rate_limit_exceeded' });
+    });
+  });
+} else if (variant !== 'none') {
+  throw new Error(`unknown variant ${variant}`);
+}
+app.get('/', (_req, res) => res.json({ ok: true }));
+app.listen(Number(port), '127.0.0.1', () => console.log('ready'));
