@@ -66,17 +66,18 @@ run: build
 bench: build
 	scripts/bench.sh
 
+# The HTTP frameworks side by side, with our limiter and the ones users
+# would pick instead (interleaved rounds, medians, ratios to no limiter; the
+# tables go into each client's README). Each script holds a lock file
+# (BENCH_LOCK) so that two benchmarks never run at once.
+bench-http: build
+	scripts/bench-http-node.sh
+	scripts/bench-http-python.sh
+
 # The Python client's check() in a tight loop, sync and asyncio, beside the
 # bare RL.MULTI it sends and the `limits` package's moving and fixed window
 # (clients/python/bench/loop.py: interleaved rounds, medians, ratios to the
 # bare command; about a minute). `limits` goes into the bench's own venv.
-# The HTTP frameworks side by side, with our limiter and the ones users
-# would pick instead (interleaved rounds, medians, ratios to no limiter; the
-# tables go into each client's README). Each script holds BENCH_LOCK.
-bench-http: build
-	[ ! -x scripts/bench-http-node.sh ] || scripts/bench-http-node.sh
-	scripts/bench-http-python.sh
-
 bench-clients: build
 	cd clients/python && python3 -m venv .venv-bench && .venv-bench/bin/pip install -q -r requirements.lock limits==5.8.0 \
 	  && .venv-bench/bin/python bench/loop.py
@@ -95,13 +96,6 @@ cluster-stop:
 	scripts/cluster.sh stop
 
 # An Express app on http://127.0.0.1:3000 behind the limiter, to curl.
-# The clients' HTTP middleware against the libraries users would pick
-# instead, side by side (scripts/bench-http-node.sh, then the Python one):
-# tables written into each client's README. Holds /work/wt/bench.lock.
-bench-http: build
-	scripts/bench-http-node.sh
-	if [ -x scripts/bench-http-python.sh ]; then scripts/bench-http-python.sh; fi
-
 example: build
 	scripts/example.sh
 

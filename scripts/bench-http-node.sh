@@ -4,11 +4,11 @@
 # rate-limiter-flexible, side by side on one Redis with the module; the
 # comparison libraries are installed from npm into a temporary app, never
 # into the package. Writes its table into clients/node/README.md. Holds
-# /work/wt/bench.lock (or $BENCH_LOCK) so two benchmarks never run at once.
+# /tmp/redis-ratelimit-bench.lock (or $BENCH_LOCK) so two benchmarks never run at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-lock=${BENCH_LOCK:-/work/wt/bench.lock}
+lock=${BENCH_LOCK:-/tmp/redis-ratelimit-bench.lock}
 if [ -z "${BENCH_LOCKED:-}" ]; then exec env BENCH_LOCKED=1 flock "$lock" "$0" "$@"; fi
 
 dir=$(mktemp -d)
