@@ -1,8 +1,14 @@
 # redis-ratelimit: build, test, run and benchmark the module.
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
+# A redis-cell v0.5.0 build, when the machine has one beside the project:
+# the tests then run the differential against redis-cell (tests/throttle.rs;
+# build.rs compiles it in only when CELL_MODULE is set). Exported to every
+# target alike, so that build and test see the same value and cargo does not
+# rebuild between them.
+export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
-.PHONY: all deps build test test-clients memcheck run bench instructions cluster cluster-stop example clean
+.PHONY: all deps build test test-clients memcheck run bench bench-clients instructions cluster cluster-stop example clean
 
 all: build
 
@@ -25,11 +31,16 @@ test: build
 	scripts/servers.sh test
 
 # The TypeScript and Python clients, each against its own redis-server with
-# the module, their packages installed from the lock files.
+# the module, their packages installed from the lock files; the Python suite
+# once more with the lowest redis-py that pyproject.toml admits (all but
+# test_package, which checks the package itself; about a minute).
 test-clients: build
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 	cd clients/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements.lock \
 	  && .venv/bin/python -m pytest -q
+	cd clients/python && python3 -m venv .venv-lowest-redis && .venv-lowest-redis/bin/pip install -q -r requirements.lock \
+	  && .venv-lowest-redis/bin/pip install -q "redis==$$(sed -n 's/.*"redis>=\([0-9.]*\),.*/\1/p' pyproject.toml)" \
+	  && .venv-lowest-redis/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_package.py
 
 # redis-server with the module under valgrind through a workload of every
 # command, RESTORE, DEBUG RELOAD and an AOF rewrite: no invalid access, no
@@ -47,10 +58,19 @@ run: build
 # key, beside INCR, SET PX, GET, the seed's Lua script, core GCRA,
 # redis-cell and script mode (lua/ratelimit.lua), medians of 3 interleaved
 # rounds; memory per key; a CSV and docs/bench.svg (scripts/bench.sh).
-# REDIS_SERVER picks the server, CELL_MODULE a redis-cell build, BENCH_ONLY
-# the rows.
+# REDIS_SERVER picks the server, CELL_MODULE a redis-cell build (the one in
+# ../shared/peers when there is one, else redis-cell from the crates
+# registry), BENCH_ONLY the rows.
 bench: build
 	scripts/bench.sh
+
+# The Python client's check() in a tight loop, sync and asyncio, beside the
+# bare RL.MULTI it sends and the `limits` package's moving and fixed window
+# (clients/python/bench/loop.py: interleaved rounds, medians, ratios to the
+# bare command; about a minute). `limits` goes into the bench's own venv.
+bench-clients: build
+	cd clients/python && python3 -m venv .venv-bench && .venv-bench/bin/pip install -q -r requirements.lock limits==5.8.0 \
+	  && .venv-bench/bin/python bench/loop.py
 
 # Instructions per call under valgrind on the bench's three paths: the
 # same figure for the same build on a busy or an idle machine

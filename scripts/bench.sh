@@ -216,6 +216,10 @@ define_commands() {
   define RL.SLIDINGLOG 1 "RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 * 1" \
     "RL.SLIDINGLOG sl:one 1 1000000000 * 1"
   define RL.THROTTLE 0 "RL.THROTTLE th:__rand_int__ 100000 1 1000" "RL.THROTTLE th:one 0 1 1000000"
+  # Leases of 10^9 s, never released: a warm key holds about 500 by the
+  # end of a run (O(leases held) a call, as the sliding log's units).
+  define RL.ACQUIRE 1 "RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 * 1" \
+    "RL.ACQUIRE cc:one 1 1000000 * 1"
   # redis-benchmark draws each __rand_int__ on its own: random pairs of keys.
   define "RL.MULTI (2 limits)" 1 \
     "RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1" \
@@ -466,6 +470,7 @@ memory() {
     bytes "$command" "redis.call('$command', k, 1000000, 1000000000, '*', 1)"
   done
   bytes RL.THROTTLE "redis.call('RL.THROTTLE', k, 100000, 1, 1000)"
+  bytes "RL.ACQUIRE (one lease)" "redis.call('RL.ACQUIRE', k, 1000000, 1000000000, '*', 1)"
   # Two keys a call, key:(i) and key:(i + 1) for odd i: the average of a
   # token bucket and a fixed window. (An odd last key gets a call of one
   # limit.)

@@ -31,17 +31,46 @@ if redis-cli -p "$port" ping >/dev/null 2>&1; then
 fi
 
 # count CALLS RANGE PREPARE COMMAND...: "whole call" instruction totals of
-# one server run that prepares, then runs COMMAND CALLS times.
+# one server run that prepares, then runs COMMAND CALLS times. On a loaded
+# machine the server under valgrind can be slow enough for redis-benchmark
+# to give up mid-run ("All clients disconnected... aborting"): a partial
+# run would give a wrong figure, so the run is thrown away and tried again.
 count() {
-  local calls=$1 range=$2 prepare=$3 pid file
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    if count_once "$@"; then return 0; fi
+    echo "instructions: run $attempt of '${*:4}' failed (see above); trying again in $((attempt * 5)) s" >&2
+    sleep $((attempt * 5))
+  done
+  echo "instructions: '${*:4}' failed 5 times; giving up" >&2
+  return 1
+}
+
+count_once() {
+  local calls=$1 range=$2 prepare=$3 pid file waited=0
   shift 3
   rm -f "$out"/cg.*
   valgrind --tool=callgrind --callgrind-out-file="$out/cg.%p" "$server" --port "$port" \
-    --bind 127.0.0.1 --save "" --appendonly no --loadmodule "$module" >"$out/server.log" 2>&1 &
+    --bind 127.0.0.1 --save "" --appendonly no --timeout 0 --loadmodule "$module" >"$out/server.log" 2>&1 &
   pid=$!
-  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
+  until redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; do
+    sleep 0.2
+    waited=$((waited + 1))
+    if [ "$waited" -gt 600 ] || ! kill -0 "$pid" 2>/dev/null; then
+      echo "instructions: the server did not start (log: $(tail -3 "$out/server.log"))" >&2
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      return 1
+    fi
+  done
   $prepare
-  redis-benchmark -p "$port" -c 1 -n "$calls" -P 16 -r "$range" "$@" >/dev/null
+  if ! redis-benchmark -p "$port" -c 1 -n "$calls" -P 16 -r "$range" "$@" >"$out/bench.log" 2>&1 \
+     || grep -q "aborting" "$out/bench.log"; then
+    cat "$out/bench.log" >&2
+    cli shutdown nosave || kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 1
+  fi
   cli shutdown nosave || true
   wait "$pid" || true
   file=$(ls "$out"/cg.*)
@@ -55,8 +84,10 @@ count() {
 row() {
   local label=$1 w1 c1 w2 c2
   shift
-  read -r w1 c1 < <(count "$n1" "$@")
-  read -r w2 c2 < <(count "$n2" "$@")
+  local first second
+  first=$(count "$n1" "$@") && second=$(count "$n2" "$@") || exit 1
+  read -r w1 c1 <<<"$first"
+  read -r w2 c2 <<<"$second"
   local calls=$((n2 - n1))
   printf '| %s | %d | %d |\n' "$label" $(((w2 - w1) / calls)) $(((c2 - c1) / calls))
 }
@@ -76,6 +107,7 @@ warm_lb() { keys 'RL.LEAKYBUCKET lb:%s 1000000 0.001 * 1'; }
 warm_fw() { keys 'RL.FIXEDWINDOW fw:%s 1000000 1000000000 * 1'; }
 warm_sw() { keys 'RL.SLIDINGWINDOW sw:%s 1000000 1000000000 * 1'; }
 warm_sl() { keys 'RL.SLIDINGLOG sl:%s 1000000 1000000000 * 1'; }
+warm_cc() { keys 'RL.ACQUIRE cc:%s 1000000 1000000000 * 1'; }
 
 gcra=0
 if "$server" --port "$port" --bind 127.0.0.1 --save "" --daemonize yes \
@@ -116,9 +148,11 @@ for c in $cases; do
       row "RL.FIXEDWINDOW, new keys" 100000 none RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, new keys" 100000 none RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGLOG, new keys" 100000 none RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.ACQUIRE, new keys" 100000 none RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.LEAKYBUCKET, 1000 warm keys" 1000 warm_lb RL.LEAKYBUCKET lb:__rand_int__ 1000000 0.001 '*' 1
       row "RL.FIXEDWINDOW, 1000 warm keys" 1000 warm_fw RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, 1000 warm keys" 1000 warm_sw RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
-      row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1 ;;
+      row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1 ;;
   esac
 done

@@ -336,7 +336,8 @@ declare -A corrupt_payloads=(
   [kind_6]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x06\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x72\xd9\x1a\x91\x4c\x14\xb9\xe6"'
   [kind_2_pow_64_minus_1]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x81\xff\xff\xff\xff\xff\xff\xff\xff\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x9c\xe9\x2d\x56\x12\xbd\xd1\x12"'
   [encoding_version_0]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x00\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x11\x77\xbe\xb8\xd0\x30\x1f\x46"'
-  [encoding_version_4]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x04\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x8e\x5d\x22\xa9\xd7\x29\x28\x38"'
+  [encoding_version_5]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x05\x02\x01\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\xf3\xb3\x60\xbb\x02\xa6\x73\x6d"'
+  [kind_8_at_encoding_3]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x03\x02\x08\x02\x81\x00\x00\x08\x2f\x79\xcd\x90\x00\x02\x80\x3b\x9a\xca\x00\x00\x0a\x00\x3d\xd2\x1a\x99\xf5\xed\xc0\xa7"'
   [log_total_wrong]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x05\x02\x80\x3b\x9a\xca\x00\x02\x80\x3b\xaa\x0c\x40\x02\x04\x05\x09\x03\x05\x06\x00\x01\xc0\x84\x3d\x02\x00\x0a\x00\x95\x36\xc9\xbf\xaa\xda\xf8\xee"'
   [log_last_wrong]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x05\x02\x80\x3b\x9a\xca\x00\x02\x80\x3b\xb9\x4e\x80\x02\x03\x05\x09\x03\x05\x06\x00\x01\xc0\x84\x3d\x02\x00\x0a\x00\x4a\xad\x2d\x2d\x0b\xbf\x08\xab"'
   [log_runs_garbage]='"\x07\x81\xad\xab\x5e\x96\x29\xa2\xb4\x02\x02\x05\x02\x80\x3b\x9a\xca\x00\x02\x80\x3b\xaa\x0c\x40\x02\x03\x05\x14\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00\x0a\x00\xc6\x42\x1a\xef\xdd\x9f\x55\xad"'
@@ -475,11 +476,59 @@ workload_reload_and_aof_rewrite() {
   send <<<"DEBUG DIGEST"
 }
 
+# Concurrency limits: leases taken, renewed, released (the last one deletes
+# the key), as replicas receive them, in RL.MULTI and RL.PEEK; keys of
+# hundreds of leases (their AOF rewrite spans several commands), growing
+# and shrinking.
+workload_leases() {
+  send <<'EOF2'
+RL.ACQUIRE cc 3 60 1000 1
+RL.ACQUIRE cc 3 60 1001 2
+RL.ACQUIRE cc 3 60 1002 1
+RL.ACQUIRE cc 3 60 1002 4
+RL.ACQUIRE cc 3 60 1002 0
+RL.RENEW cc 1 120 1003
+RL.RENEW cc 9 120 1003
+RL.RELEASE cc 2 1004
+RL.RELEASE cc 2 1004
+RL.ACQUIRE cc:now 2 0.05 * 2
+RL.ACQUIRE cc:now 2 0.05 * 1
+RL.RELEASE cc:gone 1 1000
+RL.ACQUIRE cc:last 1 10 1000 1
+RL.RELEASE cc:last 1 1000
+RL.SETSTATE cc:set CONCURRENCY 1000000000 5 1 2000000000 1 4 3000000000 2 PXAT 32503680000000
+RL.SETSTATE cc:set CONCURRENCY 1000000000 5 4 3000000000 0
+RL.LEASEAPPLY cc:set ACQUIRE 1500000000 5 2500000000 1 PXAT 32503680000000
+RL.LEASEAPPLY cc:set RENEW 1600000000 1 2600000000 PXAT 32503680000000
+RL.LEASEAPPLY cc:set RELEASE 1700000000 4
+RL.LEASEAPPLY cc:set RELEASE 1700000000 4
+RL.LEASEAPPLY cc:applied ACQUIRE 1 1 2 1
+RL.LEASEAPPLY cc:applied RELEASE 1 1
+RL.MULTI 2 {m}:cc {m}:tb 1000 CONCURRENCY 2 60 1 TOKENBUCKET 1 0.001 1
+RL.MULTI 2 {m}:cc {m}:tb 1000 CONCURRENCY 2 60 1 TOKENBUCKET 1 0.001 1
+RL.PEEK cc CONCURRENCY 3 60 1004 2
+RL.PEEK cc:none CONCURRENCY 3 60 * 1
+RL.REFUND cc CONCURRENCY 3 60 1004 1
+RL.ACQUIRE string 3 60 * 1
+RL.RELEASE tb 1 *
+EOF2
+  {
+    local i
+    for i in $(seq 1 300); do echo "RL.ACQUIRE cc:many 1000 3600 * 1"; done
+    for i in $(seq 1 2 300); do echo "RL.RELEASE cc:many $i *"; done
+    for i in $(seq 1 400); do echo "RL.ACQUIRE cc:churn 1000 0.02 * 1"; done
+    echo "MEMORY USAGE cc:many"
+    echo "COPY cc:many cc:copy"
+  } | send
+}
+
 run_workload() {
   workload_commands
   require_alive "the commands"
   workload_long_sliding_logs
   require_alive "the long sliding logs"
+  workload_leases
+  require_alive "RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.LEASEAPPLY"
   workload_keyspace
   require_alive "COPY, RENAME, EXPIRE, DEL"
   workload_dump_restore

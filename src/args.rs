@@ -3,10 +3,12 @@
 
 use std::ops::Deref;
 
+use crate::algorithms::Algorithm;
+use crate::algorithms::concurrency::{Change as LeaseChange, Lease};
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
 use crate::error::Error;
-use crate::limit::{Algorithm, Change, Limit};
+use crate::limit::{Change, Limit};
 
 /// Microseconds per second: `now`, `rate` and `window` are read to six decimals.
 const MICRO: u64 = 1_000_000;
@@ -37,10 +39,26 @@ pub fn limit(algorithm: Algorithm, a: &[u8], b: &[u8]) -> Result<Limit, Error> {
         Ok(Limit { algorithm, size: capacity, per: refill_per_us })
     } else {
         let limit = size.ok_or(Error::Limit)?;
-        let window_us =
-            micros(b).filter(|w| (1000..=MAX_SPAN_US).contains(w)).ok_or(Error::Window)?;
+        let out_of_range =
+            if algorithm == Algorithm::Concurrency { Error::Lease } else { Error::Window };
+        let window_us = duration_us(b).ok_or(out_of_range)?;
         Ok(Limit { algorithm, size: limit, per: window_us })
     }
+}
+
+/// A window or a lease: seconds, from 0.001 to 10^12, in microseconds.
+fn duration_us(arg: &[u8]) -> Option<u64> {
+    micros(arg).filter(|us| (1000..=MAX_SPAN_US).contains(us))
+}
+
+/// RL.RENEW's `lease`.
+pub fn lease_us(arg: &[u8]) -> Result<u64, Error> {
+    duration_us(arg).ok_or(Error::Lease)
+}
+
+/// A lease id, 0 (never given) to the largest.
+pub fn lease_id(arg: &[u8]) -> Result<u64, Error> {
+    integer(arg).filter(|&id| id <= MAX_UNITS).ok_or(Error::LeaseId)
 }
 
 /// `ALGORITHM a b`.
@@ -94,6 +112,39 @@ pub fn log_change<A: Deref<Target = [u8]>>(args: &[A]) -> Result<(Change, i64), 
     };
     let ms = integer(ms).and_then(|ms| i64::try_from(ms).ok()).ok_or(Error::LogChange)?;
     Ok((change, ms))
+}
+
+/// RL.LEASEAPPLY's arguments after the key: `ACQUIRE at_us id expires_us
+/// n`, `RELEASE at_us id` or `RENEW at_us id expires_us`, then optionally
+/// `PXAT unix_ms` (an AOF rewrite leaves it to Redis's own expiry).
+pub fn lease_change<A: Deref<Target = [u8]>>(
+    args: &[A],
+) -> Result<(LeaseChange, Option<i64>), Error> {
+    let number = |arg: &A| integer(arg).ok_or(Error::LeaseChange);
+    let (change, expire_at) = match args {
+        [change @ .., pxat, ms] if pxat.eq_ignore_ascii_case(b"PXAT") => {
+            let ms = integer(ms).and_then(|ms| i64::try_from(ms).ok());
+            (change, Some(ms.ok_or(Error::LeaseChange)?))
+        }
+        change => (change, None),
+    };
+    let is = |arg: &A, word: &[u8]| arg.eq_ignore_ascii_case(word);
+    let change = match change {
+        [op, at, id, expires, n] if is(op, b"ACQUIRE") => {
+            let (expires_us, n) = (number(expires)?, number(n)?);
+            let lease = Lease { id: number(id)?, expires_us, n };
+            LeaseChange::Acquire { at_us: number(at)?, lease }
+        }
+        [op, at, id] if is(op, b"RELEASE") => {
+            LeaseChange::Release { at_us: number(at)?, id: number(id)? }
+        }
+        [op, at, id, expires] if is(op, b"RENEW") => {
+            let (at_us, id, expires_us) = (number(at)?, number(id)?, number(expires)?);
+            LeaseChange::Renew { at_us, id, expires_us }
+        }
+        _ => return Err(Error::LeaseChange),
+    };
+    Ok((change, expire_at))
 }
 
 /// A non-negative decimal integer of plain ASCII digits, up to 128 bits.
@@ -216,6 +267,51 @@ mod tests {
             Ok(Algorithm::SlidingLog)
         );
         assert_eq!(limit_spec(b"GCRA", b"1", b"1"), Err(Error::Algorithm));
+    }
+
+    #[test]
+    fn concurrency_arguments() {
+        let cc = |a: &[u8], b: &[u8]| limit(Algorithm::Concurrency, a, b);
+        let spec = |size, per| Ok(Limit { algorithm: Algorithm::Concurrency, size, per });
+        assert_eq!(cc(b"10", b"30"), spec(10, 30_000_000));
+        assert_eq!(cc(b"9007199254740991", b"0.001"), spec(MAX_UNITS, 1000));
+        assert_eq!(cc(b"1", b"1000000000000"), spec(1, MAX_SPAN_US));
+        assert_eq!(cc(b"0", b"30"), Err(Error::Limit));
+        assert_eq!(cc(b"1", b"0.0009"), Err(Error::Lease));
+        assert_eq!(cc(b"1", b"1000000000000.000001"), Err(Error::Lease));
+        assert_eq!(
+            limit_spec(b"concurrency", b"1", b"1").map(|l| l.algorithm),
+            spec(1, 1).map(|l| l.algorithm)
+        );
+        assert_eq!(lease_id(b"0"), Ok(0));
+        assert_eq!(lease_id(b"9007199254740991"), Ok(MAX_UNITS));
+        assert_eq!(lease_id(b"9007199254740992"), Err(Error::LeaseId));
+        assert_eq!(lease_id(b"-1"), Err(Error::LeaseId));
+        assert_eq!(lease_us(b"0.001"), Ok(1000));
+        assert_eq!(lease_us(b"0"), Err(Error::Lease));
+    }
+
+    #[test]
+    fn lease_changes() {
+        let lease = Lease { id: 2, expires_us: 30, n: 1 };
+        let acquire = LeaseChange::Acquire { at_us: 5, lease };
+        let parse = |args: &[&[u8]]| lease_change::<&[u8]>(args);
+        assert_eq!(parse(&[b"acquire", b"5", b"2", b"30", b"1"]), Ok((acquire, None)));
+        assert_eq!(
+            parse(&[b"RELEASE", b"5", b"2", b"PXAT", b"9"]),
+            Ok((LeaseChange::Release { at_us: 5, id: 2 }, Some(9)))
+        );
+        let renew = LeaseChange::Renew { at_us: 5, id: 2, expires_us: 40 };
+        assert_eq!(parse(&[b"RENEW", b"5", b"2", b"40"]), Ok((renew, None)));
+        for bad in [
+            &[&b"RELEASE"[..], b"5"][..],
+            &[b"RELEASE", b"5", b"2", b"PXAT"],
+            &[b"RENEW", b"5", b"2"],
+            &[b"ACQUIRE", b"5", b"2", b"30", b"-1"],
+            &[b"FREE", b"5", b"2"],
+        ] {
+            assert_eq!(parse(bad), Err(Error::LeaseChange), "{bad:?}");
+        }
     }
 
     #[test]

@@ -7,12 +7,14 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
+use crate::algorithms::Algorithm;
+use crate::algorithms::concurrency::{self, FRESH, Held, Leases};
 use crate::algorithms::sliding_log::EMPTY;
 use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
-use crate::limit::{Algorithm, Change, Fields, Limit, Op, Outcome};
+use crate::limit::{Change, Fields, Limit, Op, Outcome};
 use crate::replicate;
 use crate::state::{Owned, Value};
 use crate::stats::{self, Counters};
@@ -41,6 +43,71 @@ pub fn sliding_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// `RL.SLIDINGLOG key limit window now [n]`
 pub fn sliding_log(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     single(ctx, argv, Algorithm::SlidingLog)
+}
+
+/// `RL.ACQUIRE key limit lease now [n]`: replies with a sixth field,
+/// `lease_id`.
+pub fn acquire(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    single(ctx, argv, Algorithm::Concurrency)
+}
+
+/// `RL.RELEASE key lease_id now`: `[released, held, reset_after_ms]`.
+pub fn release(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    run(|| {
+        let [_, name, id, now] = argv else { return Err(Error::WrongArity) };
+        let (id, now) = (args::lease_id(id)?, args::now(now)?);
+        on_lease(ctx, name, now, &stats::RELEASE, |leases, now_us| {
+            concurrency::release(leases, now_us, id)
+        })
+    })
+}
+
+/// `RL.RENEW key lease_id lease now`: `[renewed, held, reset_after_ms]`.
+pub fn renew(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    run(|| {
+        let [_, name, id, lease, now] = argv else { return Err(Error::WrongArity) };
+        let (id, lease_us, now) = (args::lease_id(id)?, args::lease_us(lease)?, args::now(now)?);
+        on_lease(ctx, name, now, &stats::RENEW, |leases, now_us| {
+            concurrency::renew(leases, now_us, id, lease_us)
+        })
+    })
+}
+
+/// RL.RELEASE or RL.RENEW: runs `call` on the key's leases, writes its
+/// change, replies `[done, held, reset_after_ms]`.
+fn on_lease(
+    ctx: &Context,
+    name: &RedisString,
+    now: Now,
+    counters: &Counters,
+    call: impl FnOnce(Option<&Leases>, u64) -> Held,
+) -> Result<(), Error> {
+    let mut key = LimiterKey::open(ctx, name, true);
+    let (server_us, now_us) = resolve(now);
+    let held = match key.value()? {
+        None => call(None, now_us),
+        Some(Value::Leases(leases)) => call(Some(leases), now_us),
+        Some(_) => return Err(Error::WrongType),
+    };
+    let fields = Fields {
+        allowed: held.done,
+        remaining: held.held,
+        limit: 0,
+        retry_after_ms: 0,
+        reset_after_ms: held.reset_after_ms,
+        delay_ms: None,
+        lease_id: None,
+    };
+    let outcome = Outcome { fields, change: held.store.map(Change::Lease) };
+    let target = Target { ctx, name, algorithm: Algorithm::Concurrency };
+    commit(&target, &mut key, &outcome, server_us, counters.event)?;
+    counters.record(true, u64::from(held.done));
+    let ctx = ctx.get_raw();
+    raw::reply_with_array(ctx, 3);
+    for field in [u64::from(held.done), held.held, held.reset_after_ms] {
+        raw::reply_with_long_long(ctx, i64::try_from(field).unwrap_or(i64::MAX));
+    }
+    Ok(())
 }
 
 /// `RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]`:
@@ -152,7 +219,9 @@ pub fn peek(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let limit = args::limit_spec(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
         let key = LimiterKey::open(ctx, name, false);
-        let outcome = limit.run(Op::Take, key.value()?, resolve(now).1, n)?;
+        let mut outcome = limit.run(Op::Take, key.value()?, resolve(now).1, n)?;
+        // Nothing is taken, so no lease is held.
+        outcome.fields.lease_id = outcome.fields.lease_id.map(|_| 0);
         stats::PEEK.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
@@ -167,6 +236,9 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         };
         let limit = args::limit_spec(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(Some(n))?);
+        if limit.algorithm == Algorithm::Concurrency {
+            return Err(Error::RefundConcurrency);
+        }
         let target = Target { ctx, name, algorithm: limit.algorithm };
         let (outcome, _) = take_or_refund(&target, &limit, Op::Refund, now, n)?;
         stats::REFUND.record(true, n);
@@ -203,9 +275,9 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let (change, expire_at_ms) = args::log_change(rest)?;
         let mut key = LimiterKey::open(ctx, name, true);
         let log = match key.value()? {
-            Some(Value::Fixed(_)) => return Err(Error::WrongType),
             Some(Value::Log(log)) => Some(log),
             None => None,
+            Some(_) => return Err(Error::WrongType),
         };
         let event = match change {
             Change::Append(append) if log.unwrap_or(EMPTY).takes(&append) => {
@@ -220,10 +292,48 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         match change {
             Change::Append(append) => log.apply(append),
             Change::Remove(removal) => log.remove(removal),
-            Change::Put(_) => {} // refused above
+            Change::Put(_) | Change::Lease(_) => {} // refused above
         }
         key.expire_at(Some(expire_at_ms));
         signal_modified(ctx, name, event);
+        ctx.replicate_verbatim();
+        Ok(RedisValue::SimpleStringStatic("OK"))
+    };
+    run().map_err(Error::into_redis)
+}
+
+/// `RL.LEASEAPPLY key ACQUIRE at_us id expires_us n [PXAT unix_ms]`,
+/// `... RELEASE at_us id [PXAT unix_ms]` or `... RENEW at_us id expires_us
+/// [PXAT unix_ms]`: a lease's change, in the form replicas and the AOF
+/// receive it, since a key's leases can be many.
+pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    let run = || {
+        let [_, name, rest @ ..] = argv else { return Err(Error::WrongArity) };
+        let (change, expire_at_ms) = args::lease_change(rest)?;
+        let mut key = LimiterKey::open(ctx, name, true);
+        let takes = match key.value()? {
+            None => FRESH.takes(&change),
+            Some(Value::Leases(leases)) => leases.takes(&change),
+            Some(_) => return Err(Error::WrongType),
+        };
+        if !takes {
+            return Err(Error::LeaseChange);
+        }
+        let leases = key.leases_mut()?;
+        leases.apply(change);
+        let event = match change {
+            concurrency::Change::Acquire { .. } => stats::ACQUIRE.event,
+            concurrency::Change::Release { .. } => stats::RELEASE.event,
+            concurrency::Change::Renew { .. } => stats::RENEW.event,
+        };
+        if leases.held.is_empty() {
+            key.delete();
+            signal_modified(ctx, name, event);
+            notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", name);
+        } else {
+            key.expire_at(expire_at_ms);
+            signal_modified(ctx, name, event);
+        }
         ctx.replicate_verbatim();
         Ok(RedisValue::SimpleStringStatic("OK"))
     };
@@ -313,7 +423,12 @@ fn commit(
             key.log_mut()?.remove(removal);
             replicate::log_removal(ctx, name, &removal, expire_at_ms);
         }
-        Change::Put(_) | Change::Remove(_) => {
+        // Leases can be many too: replicas receive the lease's change.
+        Change::Lease(change) if !fresh => {
+            key.leases_mut()?.apply(change);
+            replicate::lease(ctx, name, &change, expire_at_ms);
+        }
+        Change::Put(_) | Change::Remove(_) | Change::Lease(_) => {
             key.delete();
             signal_modified(ctx, name, event);
             notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", name);
@@ -356,17 +471,18 @@ fn notify(ctx: &Context, class: i32, event: &CStr, name: &RedisString) {
 }
 
 /// `[allowed, remaining, limit, retry_after_ms, reset_after_ms]` and, for
-/// the leaky bucket, `delay_ms`; written straight to the client. The
-/// ranges keep every number below 2^53.
+/// the leaky bucket, `delay_ms`, for a concurrency limit `lease_id`;
+/// written straight to the client. The ranges keep every number below 2^53.
 fn reply_fields(ctx: *mut raw::RedisModuleCtx, fields: &Fields) {
     let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    raw::reply_with_array(ctx, if fields.delay_ms.is_some() { 6 } else { 5 });
+    let sixth = fields.delay_ms.or(fields.lease_id);
+    raw::reply_with_array(ctx, if sixth.is_some() { 6 } else { 5 });
     raw::reply_with_long_long(ctx, i64::from(fields.allowed));
     raw::reply_with_long_long(ctx, int(fields.remaining));
     raw::reply_with_long_long(ctx, int(fields.limit));
     raw::reply_with_long_long(ctx, fields.retry_after_ms);
     raw::reply_with_long_long(ctx, int(fields.reset_after_ms));
-    if let Some(delay_ms) = fields.delay_ms {
-        raw::reply_with_long_long(ctx, int(delay_ms));
+    if let Some(sixth) = sixth {
+        raw::reply_with_long_long(ctx, int(sixth));
     }
 }

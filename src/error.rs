@@ -26,16 +26,23 @@ pub enum Error {
     #[error("ERR n must be an integer from 0 to 9007199254740991")]
     Count,
     #[error(
-        "ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG"
+        "ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or \
+         CONCURRENCY"
     )]
     Algorithm,
+    #[error("ERR lease must be a decimal number of seconds from 0.001 to 1000000000000")]
+    Lease,
+    #[error("ERR lease_id must be an integer from 0 to 9007199254740991")]
+    LeaseId,
+    #[error("ERR a concurrency limit takes no refund: release its lease with RL.RELEASE")]
+    RefundConcurrency,
     #[error("ERR numkeys must be a positive integer")]
     NumKeys,
     #[error("ERR a key may appear only once")]
     RepeatedKey,
     #[error(
-        "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or \
-         THROTTLE, fields that a command could have stored, and optionally PXAT unix_ms"
+        "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, \
+         THROTTLE or CONCURRENCY, fields that a command could have stored, and optionally PXAT unix_ms"
     )]
     State,
     #[error(
@@ -43,6 +50,11 @@ pub enum Error {
          leaving a log that a command could have stored"
     )]
     LogChange,
+    #[error(
+        "ERR change must be ACQUIRE at_us id expires_us n, RELEASE at_us id or RENEW at_us id \
+         expires_us, then optionally PXAT unix_ms, one that a command could have made"
+    )]
+    LeaseChange,
     #[error("ERR max_burst must be an integer from 0 to 9007199254740990")]
     MaxBurst,
     #[error("ERR count_per_period must be an integer from 1 to 9007199254740991")]
@@ -87,6 +99,8 @@ mod tests {
         assert!(Error::Limit.to_string().ends_with(&max));
         assert!(Error::Count.to_string().ends_with(&max));
         assert!(Error::Window.to_string().ends_with(&(MAX_SPAN_US / 1_000_000).to_string()));
+        assert!(Error::Lease.to_string().ends_with(&(MAX_SPAN_US / 1_000_000).to_string()));
+        assert!(Error::LeaseId.to_string().ends_with(&max));
         let latest = format!("{}.{}", MAX_TIME_US / 1_000_000, MAX_TIME_US % 1_000_000);
         assert!(Error::Now.to_string().ends_with(&latest));
         assert!(Error::MaxBurst.to_string().ends_with(&(MAX_UNITS - 1).to_string()));

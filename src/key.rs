@@ -5,6 +5,7 @@ use std::ffi::c_void;
 use redis_module::raw;
 use redis_module::{Context, RedisString};
 
+use crate::algorithms::concurrency::Leases;
 use crate::algorithms::sliding_log::Log;
 use crate::error::Error;
 use crate::state::{self, Fixed, Owned, RATELIMIT_TYPE, Value};
@@ -94,6 +95,20 @@ impl LimiterKey {
             self.replace(Owned::Log(Log::default()))?;
         }
         log(self.slot()).ok_or(Error::WrongType)
+    }
+
+    /// The stored leases, to change in place; fresh ones when the key is
+    /// missing (or holds another kind, which callers have refused).
+    pub fn leases_mut(&mut self) -> Result<&mut Leases, Error> {
+        // SAFETY: a value of our type came from `into_value`.
+        let leases = |slot| match slot {
+            Slot::Ours(value) => unsafe { state::leases_mut(value) },
+            _ => None,
+        };
+        if leases(self.slot()).is_none() {
+            self.replace(Owned::Leases(Leases::default()))?;
+        }
+        leases(self.slot()).ok_or(Error::WrongType)
     }
 
     /// Sets the key to expire at `unix_ms`, or never when `None`.

@@ -30,7 +30,7 @@ const ONE_KEY: [c_int; 3] = [1, 1, 1];
 
 /// The module's commands: name, entry point, flags, and first key, last
 /// key and step.
-fn commands() -> [Command; 11] {
+fn commands() -> [Command; 15] {
     let command = |name, entry, flags, keys| Command { name, entry, flags, keys };
     let write_fast = c"write deny-oom fast";
     [
@@ -44,6 +44,11 @@ fn commands() -> [Command; 11] {
         command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
         command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
         command(c"RL.LOGAPPLY", entry!(commands::log_apply), c"write deny-oom", ONE_KEY),
+        // O(held): not `fast`, like the sliding log.
+        command(c"RL.ACQUIRE", entry!(commands::acquire), c"write deny-oom", ONE_KEY),
+        command(c"RL.RELEASE", entry!(commands::release), c"write deny-oom", ONE_KEY),
+        command(c"RL.RENEW", entry!(commands::renew), c"write deny-oom", ONE_KEY),
+        command(c"RL.LEASEAPPLY", entry!(commands::lease_apply), c"write deny-oom", ONE_KEY),
         throttle_command(c"RL.THROTTLE"),
     ]
 }

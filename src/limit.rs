@@ -3,54 +3,13 @@
 //! the single-key commands, RL.MULTI, RL.PEEK and RL.REFUND alike. Pure:
 //! the glue reads the key before and writes it after.
 
-use std::ffi::CStr;
-
+use crate::algorithms::concurrency::{self, Leases};
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{
-    Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
+    Algorithm, Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
 };
 use crate::error::Error;
 use crate::state::{Fixed, Value};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    TokenBucket,
-    LeakyBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-}
-
-impl Algorithm {
-    pub const ALL: [Algorithm; 5] = [
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-    ];
-
-    /// Its name in a limit spec, in RL.SETSTATE, and after `RL.`.
-    pub fn name(self) -> &'static CStr {
-        match self {
-            Algorithm::TokenBucket => c"TOKENBUCKET",
-            Algorithm::LeakyBucket => c"LEAKYBUCKET",
-            Algorithm::FixedWindow => c"FIXEDWINDOW",
-            Algorithm::SlidingWindow => c"SLIDINGWINDOW",
-            Algorithm::SlidingLog => c"SLIDINGLOG",
-        }
-    }
-
-    /// The algorithm named `name`, in any case.
-    pub fn named(name: &[u8]) -> Option<Algorithm> {
-        Self::ALL.into_iter().find(|a| name.eq_ignore_ascii_case(a.name().to_bytes()))
-    }
-
-    /// Whether its parameters are `capacity rate` (else `limit window`).
-    pub fn is_bucket(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
-    }
-}
 
 /// A limit with validated parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,12 +17,14 @@ pub struct Limit {
     pub algorithm: Algorithm,
     /// The capacity or limit: the reply's third field.
     pub size: u64,
-    /// The refill in pico-units per microsecond, or the window in microseconds.
+    /// The refill in pico-units per microsecond, or the window or the
+    /// lease in microseconds.
     pub per: u64,
 }
 
 /// A limit's reply: `[allowed, remaining, limit, retry_after_ms,
-/// reset_after_ms]`, and `delay_ms` for the leaky bucket.
+/// reset_after_ms]`, and `delay_ms` for the leaky bucket or `lease_id`
+/// for a concurrency limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fields {
     pub allowed: bool,
@@ -72,6 +33,8 @@ pub struct Fields {
     pub retry_after_ms: i64,
     pub reset_after_ms: u64,
     pub delay_ms: Option<u64>,
+    /// The lease taken, 0 when none was.
+    pub lease_id: Option<u64>,
 }
 
 /// What a call changes in its key.
@@ -83,6 +46,8 @@ pub enum Change {
     Append(Append),
     /// Take units out of the sliding log.
     Remove(Removal),
+    /// Take, free or renew a lease.
+    Lease(concurrency::Change),
 }
 
 /// A limit's answer: its reply, and the change to make if the call goes on.
@@ -164,6 +129,26 @@ impl Limit {
                     }
                 }
             }
+            Algorithm::Concurrency => {
+                let leases: Option<&Leases> = match value {
+                    None => None,
+                    Some(Value::Leases(leases)) => Some(leases),
+                    Some(_) => return Err(Error::WrongType),
+                };
+                // A slot comes back by its lease's id: RL.RELEASE.
+                if op == Op::Refund {
+                    return Err(Error::RefundConcurrency);
+                }
+                let params = concurrency::Params { limit: self.size, lease_us: self.per };
+                let verdict = concurrency::acquire(leases, now_us, &params, n);
+                let lease_id = match verdict.store {
+                    Some(concurrency::Change::Acquire { lease, .. }) => lease.id,
+                    _ => 0,
+                };
+                let mut outcome = self.outcome(verdict, None, Change::Lease);
+                outcome.fields.lease_id = Some(lease_id);
+                outcome
+            }
         })
     }
 
@@ -180,6 +165,7 @@ impl Limit {
             retry_after_ms: verdict.retry_after_ms,
             reset_after_ms: verdict.reset_after_ms,
             delay_ms,
+            lease_id: None,
         };
         Outcome { fields, change: verdict.store.map(change) }
     }

@@ -56,10 +56,13 @@ const N_REQUIRED: Arg = arg(c"n", INTEGER, c"units");
 const ALGORITHM: Arg = arg(
     c"algorithm",
     STRING,
-    c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG",
+    c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY",
 );
 const A: Arg = arg(c"a", INTEGER, c"the algorithm's capacity or limit");
-const B: Arg = arg(c"b", DOUBLE, c"the algorithm's rate (units per second) or window (seconds)");
+const B: Arg =
+    arg(c"b", DOUBLE, c"the algorithm's rate (units per second), window or lease (seconds)");
+const LEASE: Arg = arg(c"lease", DOUBLE, c"seconds a lease lasts unless released or renewed");
+const LEASE_ID: Arg = arg(c"lease_id", INTEGER, c"the id RL.ACQUIRE replied with");
 /// `PXAT unix-time-milliseconds`: the key's expiry, as replicas receive it.
 const PXAT: Arg = Arg {
     token: Some(c"PXAT"),
@@ -101,7 +104,7 @@ pub struct Doc {
 const WRITE: &CStr = c"ratelimit write";
 const READ: &CStr = c"ratelimit read";
 
-pub const DOCS: [Doc; 11] = [
+pub const DOCS: [Doc; 15] = [
     Doc {
         name: c"RL.TOKENBUCKET",
         summary: c"Takes n tokens from a bucket of capacity tokens refilled at rate per second.",
@@ -192,7 +195,7 @@ pub const DOCS: [Doc; 11] = [
         categories: WRITE,
         args: &[
             KEY,
-            arg(c"kind", STRING, c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG"),
+            arg(c"kind", STRING, c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, THROTTLE or CONCURRENCY"),
             Arg {
                 flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
                 ..arg(c"field", INTEGER, c"the kind's fields")
@@ -219,8 +222,60 @@ pub const DOCS: [Doc; 11] = [
             PXAT,
         ],
     },
+    Doc {
+        name: c"RL.ACQUIRE",
+        summary: c"Takes n slots under a new lease when at most limit are then held; replies with the lease id.",
+        complexity: c"O(H), H the leases held",
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
+        args: &[KEY, LIMIT_SLOTS, LEASE, NOW, N],
+    },
+    Doc {
+        name: c"RL.RELEASE",
+        summary: c"Frees a lease's slots; a second release is harmless; the last one deletes the key.",
+        complexity: c"O(H), H the leases held",
+        arity: 4,
+        keys: Keys::First,
+        categories: WRITE,
+        args: &[KEY, LEASE_ID, NOW],
+    },
+    Doc {
+        name: c"RL.RENEW",
+        summary: c"Makes a held lease last until now + lease.",
+        complexity: c"O(H), H the leases held",
+        arity: 5,
+        keys: Keys::First,
+        categories: WRITE,
+        args: &[KEY, LEASE_ID, LEASE, NOW],
+    },
+    Doc {
+        name: c"RL.LEASEAPPLY",
+        summary: c"Applies a lease's change as given; how concurrency limits' changes reach replicas and the AOF.",
+        complexity: c"O(H), H the leases held",
+        arity: -5,
+        keys: Keys::First,
+        categories: WRITE,
+        args: &[
+            KEY,
+            arg(c"change", STRING, c"ACQUIRE, RELEASE or RENEW"),
+            arg(c"at_us", INTEGER, c"the change's Unix microsecond; leases run out by then leave first"),
+            arg(c"id", INTEGER, c"the lease's id"),
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                ..arg(c"expires_us", INTEGER, c"ACQUIRE and RENEW: the Unix microsecond the lease runs out")
+            },
+            Arg {
+                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
+                ..arg(c"n", INTEGER, c"ACQUIRE: the slots the lease holds")
+            },
+            Arg { flags: raw::REDISMODULE_CMD_ARG_OPTIONAL, ..PXAT },
+        ],
+    },
     THROTTLE,
 ];
+
+const LIMIT_SLOTS: Arg = arg(c"limit", INTEGER, c"most slots held at once");
 
 /// RL.THROTTLE, redis-cell's CL.THROTTLE on our data type.
 const THROTTLE: Doc = Doc {

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use redis_module::{Context, RedisString, raw};
 
+use crate::algorithms::concurrency::Change as LeaseChange;
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::state::Fixed;
 
@@ -16,6 +17,9 @@ struct Constants {
     pxat: Shared,
     append: Shared,
     remove: Shared,
+    acquire: Shared,
+    release: Shared,
+    renew: Shared,
     kinds: [Shared; Fixed::NAMES.len()],
 }
 
@@ -45,6 +49,9 @@ pub fn init() {
         pxat: make(c"PXAT"),
         append: make(c"APPEND"),
         remove: make(c"REMOVE"),
+        acquire: make(c"ACQUIRE"),
+        release: make(c"RELEASE"),
+        renew: make(c"RENEW"),
         kinds: Fixed::NAMES.map(make),
     });
 }
@@ -143,6 +150,59 @@ pub fn log_removal(ctx: &Context, name: &RedisString, removal: &Removal, expire_
             constants.pxat.0,
             expire_at_ms,
         )
+    };
+}
+
+/// `RL.LEASEAPPLY key ACQUIRE at_us id expires_us n PXAT expire_at`,
+/// `... RELEASE at_us id PXAT expire_at` or `... RENEW at_us id expires_us
+/// PXAT expire_at`: a lease's change, never the leases (they can be many).
+pub fn lease(ctx: &Context, name: &RedisString, change: &LeaseChange, expire_at_ms: i64) {
+    let constants = CONSTANTS.get().expect("replicate::init runs at load");
+    // Every number is below 2^63: times up to year 9999 plus the longest
+    // lease, ids and slots up to 2^53.
+    let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let (ctx, command, pxat) = (ctx.get_raw(), c"RL.LEASEAPPLY".as_ptr(), constants.pxat.0);
+    // SAFETY: each format string matches the arguments that follow it.
+    unsafe {
+        let replicate = raw::RedisModule_Replicate.unwrap();
+        match *change {
+            LeaseChange::Acquire { at_us, lease } => replicate(
+                ctx,
+                command,
+                c"ssllllsl".as_ptr(),
+                name.inner,
+                constants.acquire.0,
+                int(at_us),
+                int(lease.id),
+                int(lease.expires_us),
+                int(lease.n),
+                pxat,
+                expire_at_ms,
+            ),
+            LeaseChange::Release { at_us, id } => replicate(
+                ctx,
+                command,
+                c"ssllsl".as_ptr(),
+                name.inner,
+                constants.release.0,
+                int(at_us),
+                int(id),
+                pxat,
+                expire_at_ms,
+            ),
+            LeaseChange::Renew { at_us, id, expires_us } => replicate(
+                ctx,
+                command,
+                c"sslllsl".as_ptr(),
+                name.inner,
+                constants.renew.0,
+                int(at_us),
+                int(id),
+                int(expires_us),
+                pxat,
+                expire_at_ms,
+            ),
+        }
     };
 }
 

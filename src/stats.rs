@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::raw;
 
-use crate::limit::Algorithm;
+use crate::algorithms::Algorithm;
 
 pub struct Counters {
     /// The field name in INFO.
@@ -65,6 +65,12 @@ pub static MULTI: Counters = Counters::new(c"multi", c"rl.multi");
 pub static PEEK: Counters = Counters::new(c"peek", c"rl.peek");
 pub static REFUND: Counters = Counters::named(c"refund", c"rl.refund", (c"refunded_units", None));
 pub const SET_STATE_EVENT: &CStr = c"rl.setstate";
+/// RL.ACQUIRE counts slots; RL.RELEASE and RL.RENEW the leases they free
+/// and renew.
+pub static ACQUIRE: Counters = Counters::new(c"acquire", c"rl.acquire");
+pub static RELEASE: Counters =
+    Counters::named(c"release", c"rl.release", (c"released_leases", None));
+pub static RENEW: Counters = Counters::named(c"renew", c"rl.renew", (c"renewed_leases", None));
 /// RL.THROTTLE, and CL.THROTTLE when the module registers it.
 pub static THROTTLE: Counters = Counters::new(c"throttle", c"rl.throttle");
 
@@ -76,6 +82,7 @@ pub fn of(algorithm: Algorithm) -> &'static Counters {
         Algorithm::FixedWindow => &FIXED_WINDOW,
         Algorithm::SlidingWindow => &SLIDING_WINDOW,
         Algorithm::SlidingLog => &SLIDING_LOG,
+        Algorithm::Concurrency => &ACQUIRE,
     }
 }
 
@@ -93,7 +100,8 @@ pub fn value_freed() {
 
 /// The `ratelimit` INFO section:
 /// `keys:N`, `tokenbucket:calls=C,admitted_units=A,denied_units=D`...,
-/// and `refund:calls=C,refunded_units=R`.
+/// `refund:calls=C,refunded_units=R`, `release:calls=C,released_leases=R`
+/// and `renew:calls=C,renewed_leases=R`.
 pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: Redis calls this with a valid INFO context.
     unsafe {
@@ -113,6 +121,9 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
             &PEEK,
             &REFUND,
             &THROTTLE,
+            &ACQUIRE,
+            &RELEASE,
+            &RENEW,
         ];
         for counters in all {
             raw::RedisModule_InfoBeginDictField.unwrap()(ctx, counters.name.as_ptr());

@@ -68,6 +68,9 @@ fn call(command: &str) -> Vec<String> {
         "RL.SETSTATE" => vec![&key, "TOKENBUCKET", "0", "0"],
         "RL.LOGAPPLY" => vec![&key, "APPEND", "0", "5", "1", "PXAT", "32503680000000"],
         "RL.THROTTLE" => vec![&key, "5", "10", "60", "1"],
+        "RL.RELEASE" => vec![&key, "1", "*"],
+        "RL.RENEW" => vec![&key, "1", "10", "*"],
+        "RL.LEASEAPPLY" => vec![&key, "ACQUIRE", "1000000", "1", "2000000", "1"],
         _ => vec![&key, "5", "1", "*", "1"],
     };
     std::iter::once(command).chain(args).map(str::to_string).collect()
@@ -120,7 +123,7 @@ fn categories(con: &mut redis::Connection, command: &str) -> Vec<String> {
     cats
 }
 
-const WRITERS: [&str; 10] = [
+const WRITERS: [&str; 14] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
@@ -131,6 +134,10 @@ const WRITERS: [&str; 10] = [
     "RL.THROTTLE",
     "RL.SETSTATE",
     "RL.LOGAPPLY",
+    "RL.ACQUIRE",
+    "RL.RELEASE",
+    "RL.RENEW",
+    "RL.LEASEAPPLY",
 ];
 
 #[test]

@@ -12,7 +12,7 @@ const FILL_TIME: &str = "ERR capacity / rate must be at most 1000000000000 secon
 const NOW: &str =
     "ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999";
 const COUNT: &str = "ERR n must be an integer from 0 to 9007199254740991";
-const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or THROTTLE, fields that a command could have stored, and optionally PXAT unix_ms";
+const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, THROTTLE or CONCURRENCY, fields that a command could have stored, and optionally PXAT unix_ms";
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 fn arity(command: &str) -> String {
@@ -110,6 +110,14 @@ fn keys_of_other_types_are_wrongtype_and_untouched() {
         for n in [&b"1"[..], b"0"] {
             let args: [&[u8]; 6] = [b"RL.TOKENBUCKET", key.as_bytes(), b"10", b"1", b"*", n];
             assert_eq!(error(con, &args), WRONGTYPE, "{key}");
+            let args: [&[u8]; 6] = [b"RL.ACQUIRE", key.as_bytes(), b"10", b"1", b"*", n];
+            assert_eq!(error(con, &args), WRONGTYPE, "{key}");
+        }
+        for args in [
+            &[&b"RL.RELEASE"[..], key.as_bytes(), b"1", b"*"][..],
+            &[b"RL.RENEW", key.as_bytes(), b"1", b"1", b"*"],
+        ] {
+            assert_eq!(error(con, args), WRONGTYPE, "{key}");
         }
         let args: [&[u8]; 5] = [b"RL.SETSTATE", key.as_bytes(), b"TOKENBUCKET", b"1", b"1"];
         assert_eq!(error(con, &args), WRONGTYPE, "{key}");
@@ -158,6 +166,42 @@ fn bad_setstate_calls_change_nothing() {
         ),
         (
             vec![b"RL.SETSTATE", b"k", b"TOKENBUCKET", b"1", b"1", b"PXAT", b"9223372036854775808"],
+            STATE.into(),
+        ),
+        // Leases: none, one that ran out by last_us, ids not ascending or
+        // not below next_id, no slot, an id past 2^53 - 1.
+        (vec![b"RL.SETSTATE", b"k", b"CONCURRENCY", b"5", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"CONCURRENCY", b"5", b"2", b"1", b"5", b"1"], STATE.into()),
+        (
+            vec![
+                b"RL.SETSTATE",
+                b"k",
+                b"CONCURRENCY",
+                b"5",
+                b"3",
+                b"2",
+                b"9",
+                b"1",
+                b"1",
+                b"9",
+                b"1",
+            ],
+            STATE.into(),
+        ),
+        (vec![b"RL.SETSTATE", b"k", b"CONCURRENCY", b"5", b"1", b"1", b"9", b"1"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"CONCURRENCY", b"5", b"2", b"1", b"9", b"0"], STATE.into()),
+        (vec![b"RL.SETSTATE", b"k", b"CONCURRENCY", b"5", b"2", b"1", b"9"], STATE.into()),
+        (
+            vec![
+                b"RL.SETSTATE",
+                b"k",
+                b"CONCURRENCY",
+                b"5",
+                b"9007199254740993",
+                b"9007199254740992",
+                b"9",
+                b"1",
+            ],
             STATE.into(),
         ),
         (vec![b"RL.SETSTATE", b"k"], arity("RL.SETSTATE")),
@@ -225,6 +269,97 @@ fn bad_logapply_calls_change_nothing() {
 
 const LIMIT: &str = "ERR limit must be an integer from 1 to 9007199254740991";
 const WINDOW: &str = "ERR window must be a decimal number of seconds from 0.001 to 1000000000000";
+const LEASE: &str = "ERR lease must be a decimal number of seconds from 0.001 to 1000000000000";
+const LEASE_ID: &str = "ERR lease_id must be an integer from 0 to 9007199254740991";
+const LEASE_CHANGE: &str = "ERR change must be ACQUIRE at_us id expires_us n, RELEASE at_us id or RENEW at_us id expires_us, then optionally PXAT unix_ms, one that a command could have made";
+
+/// RL.RELEASE, RL.RENEW and RL.LEASEAPPLY: bad arguments, leases that are
+/// not held, changes no command could make, keys of another kind.
+#[test]
+fn bad_lease_calls_change_nothing() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    // Lease 1 (2 slots) until 1100 s, lease 2 (1 slot) until 1050 s.
+    assert_eq!(ints(con, &["RL.ACQUIRE", "c", "5", "100", "1000", "2"]), [1, 3, 5, 0, 100_000, 1]);
+    assert_eq!(ints(con, &["RL.ACQUIRE", "c", "5", "50", "1000", "1"]), [1, 2, 5, 0, 100_000, 2]);
+    let _: () = redis::cmd("PEXPIREAT").arg("c").arg(FAR).query(con).unwrap();
+    assert_eq!(ints(con, &["RL.TOKENBUCKET", "tb", "10", "0.001", "*", "3"])[0], 1);
+    let _: () = redis::cmd("SET").arg("string").arg("v").query(con).unwrap();
+    let state = |con: &mut redis::Connection| {
+        ["c", "tb", "string"].map(|key| (dump(con, key), pexpiretime(con, key)))
+    };
+    let before = state(con);
+    let mut cases: Vec<(Vec<&str>, String)> = vec![];
+    for id in ["-1", "x", "", "1.5", "9007199254740992"] {
+        cases.push((vec!["RL.RELEASE", "c", id, "1000"], LEASE_ID.into()));
+        cases.push((vec!["RL.RENEW", "c", id, "10", "1000"], LEASE_ID.into()));
+    }
+    for lease in ["0", "0.0009", "-1", "nan", "1000000000000.000001", ""] {
+        cases.push((vec!["RL.RENEW", "c", "1", lease, "1000"], LEASE.into()));
+        cases.push((vec!["RL.ACQUIRE", "c", "5", lease, "1000"], LEASE.into()));
+    }
+    for now in ["-1", "nan", "253402300800", "**"] {
+        cases.push((vec!["RL.RELEASE", "c", "1", now], NOW.into()));
+        cases.push((vec!["RL.RENEW", "c", "1", "10", now], NOW.into()));
+    }
+    cases.push((vec!["RL.RELEASE", "c", "1"], arity("RL.RELEASE")));
+    cases.push((vec!["RL.RELEASE", "c", "1", "1000", "1"], arity("RL.RELEASE")));
+    cases.push((vec!["RL.RENEW", "c", "1", "1000"], arity("RL.RENEW")));
+    cases.push((vec!["RL.RENEW", "c", "1", "10", "1000", "1"], arity("RL.RENEW")));
+    cases.push((
+        vec!["RL.REFUND", "c", "CONCURRENCY", "5", "100", "1000", "1"],
+        "ERR a concurrency limit takes no refund: release its lease with RL.RELEASE".into(),
+    ));
+    let far = FAR;
+    for change in [
+        // Malformed.
+        &["FREE", "1000000000", "1"][..],
+        &["RELEASE", "1000000000", "1", "2"],
+        &["RELEASE", "1000000000", "1", "PXAT"],
+        &["RELEASE", "1000000000", "1", "PXAT", "-5"],
+        &["RENEW", "1000000000", "1"],
+        &["ACQUIRE", "1000000000", "3", "1200000000"],
+        &["ACQUIRE", "x", "3", "1200000000", "1"],
+        // No command could make them: an id not held, or not above the
+        // held ones; no slot; an end not after the change's time, or past
+        // the longest lease; more than 2^53 - 1 slots; a time after 9999.
+        &["RELEASE", "1000000000", "3"],
+        &["RELEASE", "1060000000", "2"],
+        &["RENEW", "1000000000", "3", "1200000000"],
+        &["RENEW", "1000000000", "1", "1000000000"],
+        &["ACQUIRE", "1000000000", "2", "1200000000", "1"],
+        &["ACQUIRE", "1000000000", "3", "1200000000", "0"],
+        &["ACQUIRE", "1000000000", "3", "999999999", "1"],
+        &["ACQUIRE", "1000000000", "3", "1000000001000000001", "1"],
+        &["ACQUIRE", "1000000000", "3", "1200000000", "9007199254740989"],
+        &["ACQUIRE", "253402300800000000", "3", "253402300900000000", "1", "PXAT", far],
+    ] {
+        cases.push(([&["RL.LEASEAPPLY", "c"][..], change].concat(), LEASE_CHANGE.into()));
+    }
+    cases.push((vec!["RL.LEASEAPPLY", "c", "RELEASE"], arity("RL.LEASEAPPLY")));
+    for key in ["tb", "string"] {
+        cases.push((vec!["RL.RELEASE", key, "1", "1000"], WRONGTYPE.into()));
+        cases.push((vec!["RL.RENEW", key, "1", "10", "1000"], WRONGTYPE.into()));
+        cases.push((vec!["RL.ACQUIRE", key, "5", "10", "1000"], WRONGTYPE.into()));
+        cases.push((vec!["RL.PEEK", key, "CONCURRENCY", "5", "10", "1000"], WRONGTYPE.into()));
+        cases.push((vec!["RL.LEASEAPPLY", key, "ACQUIRE", "1", "1", "9", "1"], WRONGTYPE.into()));
+    }
+    // A concurrency key is no other algorithm's.
+    cases.push((vec!["RL.TOKENBUCKET", "c", "10", "1", "1000"], WRONGTYPE.into()));
+    cases.push((vec!["RL.LOGAPPLY", "c", "REMOVE", "0", "1", "PXAT", FAR], WRONGTYPE.into()));
+    for (args, expected) in &cases {
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(&error(con, &bytes), expected, "{args:?}");
+        assert_eq!(state(con), before, "{args:?} changed a key");
+    }
+    // Releasing or renewing what is not held answers, and changes nothing.
+    assert_eq!(ints(con, &["RL.RELEASE", "c", "0", "1000"]), [0, 3, 100_000]);
+    assert_eq!(ints(con, &["RL.RENEW", "c", "9", "10", "1000"]), [0, 3, 100_000]);
+    assert_eq!(ints(con, &["RL.RELEASE", "missing", "1", "1000"]), [0, 0, 0]);
+    assert_eq!(state(con), before);
+    let exists: i64 = redis::cmd("EXISTS").arg("missing").query(con).unwrap();
+    assert_eq!(exists, 0);
+}
 
 #[test]
 fn bad_calls_of_the_other_commands_change_nothing() {
@@ -246,7 +381,9 @@ fn bad_calls_of_the_other_commands_change_nothing() {
         (b"1.5", LIMIT.as_bytes()),
         (b"\xff", LIMIT.as_bytes()),
     ];
-    for command in ["RL.LEAKYBUCKET", "RL.FIXEDWINDOW", "RL.SLIDINGWINDOW", "RL.SLIDINGLOG"] {
+    for command in
+        ["RL.LEAKYBUCKET", "RL.FIXEDWINDOW", "RL.SLIDINGWINDOW", "RL.SLIDINGLOG", "RL.ACQUIRE"]
+    {
         let key = command.as_bytes();
         let is_bucket = command == "RL.LEAKYBUCKET";
         let good_second: &[u8] = if is_bucket { b"1" } else { b"10" };
@@ -262,12 +399,17 @@ fn bad_calls_of_the_other_commands_change_nothing() {
         }
         let seconds: [&[u8]; 8] = [b"nan", b"inf", b"0", b"-1", b"", b"1e3", b"\xff", b"1e400"];
         for second in seconds {
-            let message = if is_bucket { RATE } else { WINDOW };
+            let message = match command {
+                "RL.LEAKYBUCKET" => RATE,
+                "RL.ACQUIRE" => LEASE,
+                _ => WINDOW,
+            };
             cases.push((vec![key, key, b"10", second, b"*"], message.into()));
         }
         if !is_bucket {
-            cases.push((vec![key, key, b"10", b"0.0009", b"*"], WINDOW.into()));
-            cases.push((vec![key, key, b"10", b"1000000000000.000001", b"*"], WINDOW.into()));
+            let message = if command == "RL.ACQUIRE" { LEASE } else { WINDOW };
+            cases.push((vec![key, key, b"10", b"0.0009", b"*"], message.into()));
+            cases.push((vec![key, key, b"10", b"1000000000000.000001", b"*"], message.into()));
         } else {
             cases.push((vec![key, key, b"10", b"1000000000000.000001", b"*"], RATE.into()));
             cases.push((vec![key, key, b"1000001", b"0.000001", b"*"], FILL_TIME.into()));

@@ -58,12 +58,13 @@ fn slot_of(con: &mut redis::Connection, key: &str) -> i64 {
 }
 
 /// The five limiters with parameters under which nothing expires mid-test.
-const LIMITERS: [(&str, [&str; 2]); 5] = [
+const LIMITERS: [(&str, [&str; 2]); 6] = [
     ("RL.TOKENBUCKET", ["10", "0.001"]),
     ("RL.LEAKYBUCKET", ["10", "0.001"]),
     ("RL.FIXEDWINDOW", ["10", "100000"]),
     ("RL.SLIDINGWINDOW", ["10", "100000"]),
     ("RL.SLIDINGLOG", ["10", "100000"]),
+    ("RL.ACQUIRE", ["10", "100000"]),
 ];
 
 fn snapshot(con: &mut redis::Connection, keys: &[String]) -> Vec<(Option<Vec<u8>>, i64)> {

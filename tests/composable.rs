@@ -24,8 +24,7 @@ const MAX: i64 = 9_007_199_254_740_991;
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NUMKEYS: &str = "ERR numkeys must be a positive integer";
 const REPEATED: &str = "ERR a key may appear only once";
-const ALGORITHM: &str =
-    "ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG";
+const ALGORITHM: &str = "ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY";
 const CAPACITY: &str = "ERR capacity must be an integer from 1 to 9007199254740991";
 const RATE: &str =
     "ERR rate must be a decimal number of units per second from 0.000001 to 1000000000000";
@@ -1157,4 +1156,106 @@ fn a_quota_of_2_pow_53_is_refused_naming_the_argument() {
         assert_eq!(error(con, &refund_args.map(str::as_bytes)), COUNT);
     }
     assert_eq!(dbsize(con), 0);
+}
+
+// ------------------------------------------------------------ CONCURRENCY
+
+/// Two per 10 s AND two at once: RL.MULTI takes a lease only with the
+/// request's token, its sub-reply carries the id, and a denied call takes
+/// neither; RL.PEEK answers as RL.ACQUIRE would, with no lease id.
+#[test]
+fn multi_and_peek_with_a_concurrency_limit() {
+    let (_server, con) = &mut server();
+    let keys = ["{u}:rate", "{u}:slots"];
+    let call = |con: &mut redis::Connection, now: &str| {
+        multi(
+            con,
+            &["2", keys[0], keys[1], now, "TOKENBUCKET", "2", "0.1", "1"]
+                .into_iter()
+                .chain(["CONCURRENCY", "2", "30", "1"])
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        call(con, &at(0)),
+        (1, 0, vec![vec![1, 1, 2, 0, 10_000], vec![1, 1, 2, 0, 30_000, 1]])
+    );
+    assert_eq!(
+        call(con, &at(1000)),
+        (1, 0, vec![vec![1, 0, 2, 0, 19_000], vec![1, 0, 2, 0, 30_000, 2]])
+    );
+    // Both full: the bucket has a token in 8 s, a slot comes back in 28 s.
+    let before = snapshot(con, &keys);
+    assert_eq!(
+        call(con, &at(2000)),
+        (0, 28_000, vec![vec![0, 0, 2, 8000, 18_000], vec![0, 0, 2, 28_000, 29_000, 0]])
+    );
+    assert_eq!(snapshot(con, &keys), before);
+    assert_eq!(ints(con, &["RL.RELEASE", keys[1], "1", &at(2000)]), [1, 1, 29_000]);
+    // A slot is free but no token: no lease is taken, and the slot's
+    // fields are those of a look.
+    let before = snapshot(con, &keys);
+    assert_eq!(
+        call(con, &at(3000)),
+        (0, 7000, vec![vec![0, 0, 2, 7000, 17_000], vec![1, 1, 2, 0, 28_000, 0]])
+    );
+    assert_eq!(snapshot(con, &keys), before);
+    // Ids go on while a lease is held.
+    assert_eq!(
+        call(con, &at(10_000)),
+        (1, 0, vec![vec![1, 0, 2, 0, 20_000], vec![1, 0, 2, 0, 30_000, 3]])
+    );
+    let slots = ["CONCURRENCY", "2", "30"];
+    let before = snapshot(con, &keys);
+    assert_eq!(peek(con, keys[1], slots, &at(10_000), "1"), [0, 0, 2, 21_000, 30_000, 0]);
+    assert_eq!(peek(con, keys[1], slots, &at(10_000), "0"), [1, 0, 2, 0, 30_000, 0]);
+    assert_eq!(peek(con, keys[1], slots, &at(10_000), "3"), [0, 0, 2, -1, 30_000, 0]);
+    assert_eq!(peek(con, "none", slots, &at(10_000), "1"), [1, 1, 2, 0, 30_000, 0]);
+    assert_eq!(snapshot(con, &keys), before);
+    assert!(!exists(con, "none"));
+    // A concurrency limit gives slots back by lease, not by refund.
+    assert_eq!(
+        error(
+            con,
+            &["RL.REFUND", keys[1], "CONCURRENCY", "2", "30", &at(10_000), "1"].map(str::as_bytes)
+        ),
+        "ERR a concurrency limit takes no refund: release its lease with RL.RELEASE"
+    );
+    assert_eq!(snapshot(con, &keys), before);
+}
+
+/// RL.MULTI's lease on the server clock reaches a replica as the same
+/// lease: the same id, expiry and key expiry.
+#[test]
+fn multi_with_a_concurrency_limit_replicates_exactly() {
+    let primary = Server::start(&[]);
+    let replica = start_replica(&primary);
+    let p = &mut primary.connect();
+    let keys = ["{t}:rate", "{t}:slots"];
+    for _ in 0..5 {
+        let (allowed, _, fields) = multi(
+            p,
+            &[
+                "2",
+                keys[0],
+                keys[1],
+                "*",
+                "FIXEDWINDOW",
+                "10",
+                "60",
+                "1",
+                "CONCURRENCY",
+                "3",
+                "60",
+                "1",
+            ],
+        );
+        assert_eq!(allowed, i64::from(fields[1][5] > 0));
+    }
+    assert_eq!(ints(p, &["RL.RELEASE", keys[1], "2", "*"])[0], 1);
+    assert_eq!(ints(p, &["RL.RENEW", keys[1], "3", "120", "*"])[0], 1);
+    wait_for_replica(p);
+    let on_primary = snapshot(p, &keys);
+    assert!(on_primary.iter().all(|(dump, at)| dump.is_some() && *at > 0));
+    assert_eq!(snapshot(&mut replica.connect(), &keys), on_primary);
 }

@@ -45,6 +45,8 @@ fn command_info_has_flags_arity_and_key_spec() {
             "RL.MULTI" => "-8",
             "RL.PEEK" => "-6",
             "RL.REFUND" => "7",
+            "RL.RELEASE" => "4",
+            "RL.RENEW" => "5",
             _ => "-5",
         };
         assert_eq!(text(&info[1]), arity, "{command}");
@@ -52,9 +54,8 @@ fn command_info_has_flags_arity_and_key_spec() {
         let flags: Vec<String> = flags.iter().map(text).collect();
         let expected: &[&str] = match command {
             "RL.PEEK" => &["readonly", "module", "fast"],
-            "RL.SLIDINGLOG" | "RL.SETSTATE" | "RL.LOGAPPLY" | "RL.REFUND" => {
-                &["write", "denyoom", "module"]
-            }
+            "RL.SLIDINGLOG" | "RL.SETSTATE" | "RL.LOGAPPLY" | "RL.REFUND" | "RL.ACQUIRE"
+            | "RL.RELEASE" | "RL.RENEW" | "RL.LEASEAPPLY" => &["write", "denyoom", "module"],
             "RL.MULTI" => &["write", "denyoom", "module", "movablekeys"],
             _ => &["write", "denyoom", "module", "fast"],
         };
@@ -121,6 +122,16 @@ fn command_docs_describe_every_argument() {
                 assert_eq!(names, ["key", "limit", "window", "now", "n"]);
                 assert_eq!(complexity, "O(L), L the calls logged within the window");
             }
+            "RL.ACQUIRE" => {
+                assert_eq!(names, ["key", "limit", "lease", "now", "n"]);
+                assert_eq!(complexity, "O(H), H the leases held");
+            }
+            "RL.RELEASE" => assert_eq!(names, ["key", "lease_id", "now"]),
+            "RL.RENEW" => assert_eq!(names, ["key", "lease_id", "lease", "now"]),
+            "RL.LEASEAPPLY" => assert_eq!(
+                names,
+                ["key", "change", "at_us", "id", "expires_us", "n", "unix-time-milliseconds"]
+            ),
             _ => {
                 assert_eq!(names, ["key", "limit", "window", "now", "n"]);
                 assert_eq!(complexity, "O(1)");
@@ -169,6 +180,28 @@ fn info_counts_calls_units_and_keys() {
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("keys not counted down after FLUSHALL ASYNC");
+}
+
+#[test]
+fn info_counts_acquire_release_and_renew() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    // 3 slots taken in 2 calls, 2 denied in 1, a look; 1 lease renewed of
+    // 2 tries, 1 released of 2 tries; the leases' key counted once.
+    ints(con, &["RL.ACQUIRE", "c", "3", "100", "1000", "1"]);
+    ints(con, &["RL.ACQUIRE", "c", "3", "100", "1000", "2"]);
+    ints(con, &["RL.ACQUIRE", "c", "3", "100", "1000", "2"]);
+    ints(con, &["RL.ACQUIRE", "c", "3", "100", "1000", "0"]);
+    ints(con, &["RL.RENEW", "c", "1", "100", "1000"]);
+    ints(con, &["RL.RENEW", "c", "5", "100", "1000"]);
+    assert_eq!(info_value(con, "ratelimit_keys"), "1");
+    ints(con, &["RL.RELEASE", "c", "2", "1000"]);
+    ints(con, &["RL.RELEASE", "c", "2", "1000"]);
+    assert_eq!(info_value(con, "ratelimit_acquire"), "calls=4,admitted_units=3,denied_units=2");
+    assert_eq!(info_value(con, "ratelimit_renew"), "calls=2,renewed_leases=1");
+    assert_eq!(info_value(con, "ratelimit_release"), "calls=2,released_leases=1");
+    ints(con, &["RL.RELEASE", "c", "1", "1000"]);
+    assert_eq!(info_value(con, "ratelimit_keys"), "0");
 }
 
 #[test]
@@ -254,5 +287,28 @@ fn writes_emit_keyspace_events_and_nothing_else_does() {
     ] {
         let _: String = redis::cmd("RL.LOGAPPLY").arg("l").arg(change).query(con).unwrap();
         assert_eq!(next(), (format!("__keyevent@0__:{event}"), "l".to_string()));
+    }
+    // Leases: taking, renewing and releasing each emit their event; a
+    // denied acquire, a look and a release of nothing emit none (the last
+    // release also emits the generic `del`, a class not enabled here).
+    let event = |name: &str| (format!("__keyevent@0__:{name}"), "c".to_string());
+    assert_eq!(ints(con, &["RL.ACQUIRE", "c", "1", "100", "1000", "1"])[5], 1);
+    assert_eq!(next(), event("rl.acquire"));
+    assert_eq!(ints(con, &["RL.ACQUIRE", "c", "1", "100", "1000", "1"])[0], 0);
+    assert_eq!(ints(con, &["RL.ACQUIRE", "c", "1", "100", "1000", "0"])[0], 1);
+    assert_eq!(ints(con, &["RL.RELEASE", "c", "7", "1000"]), [0, 1, 100_000]);
+    assert_eq!(ints(con, &["RL.RENEW", "c", "1", "200", "1000"]), [1, 1, 200_000]);
+    assert_eq!(next(), event("rl.renew"));
+    assert_eq!(ints(con, &["RL.RELEASE", "c", "1", "1000"]), [1, 0, 0]);
+    assert_eq!(next(), event("rl.release"));
+    // As a replica receives them.
+    let far = "32503680000000";
+    for (change, name) in [
+        (&["ACQUIRE", "5", "1", "10", "1", "PXAT", far][..], "rl.acquire"),
+        (&["RENEW", "6", "1", "20", "PXAT", far], "rl.renew"),
+        (&["RELEASE", "7", "1"], "rl.release"),
+    ] {
+        let _: String = redis::cmd("RL.LEASEAPPLY").arg("c").arg(change).query(con).unwrap();
+        assert_eq!(next(), event(name));
     }
 }

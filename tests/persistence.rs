@@ -10,12 +10,13 @@ use common::{
 
 /// Every kind of limiter, each with parameters under which nothing expires
 /// while a test runs.
-const LIMITERS: [(&str, [&str; 2]); 5] = [
+const LIMITERS: [(&str, [&str; 2]); 6] = [
     ("RL.TOKENBUCKET", ["50", "0.001"]),
     ("RL.LEAKYBUCKET", ["50", "0.001"]),
     ("RL.FIXEDWINDOW", ["50", "1000000"]),
     ("RL.SLIDINGWINDOW", ["50", "1000000"]),
     ("RL.SLIDINGLOG", ["50", "1000000"]),
+    ("RL.ACQUIRE", ["50", "1000000"]),
 ];
 const KEYS: [&str; 3] = ["a", "b", "{user}:42"];
 
@@ -67,6 +68,9 @@ fn debug_reload_keeps_state() {
     let key = "RL.TOKENBUCKET:fixed";
     let reply = ints(con, &["RL.TOKENBUCKET", key, "50", "0.001", "1700000000.123456", "0"]);
     assert_eq!(reply, [1, 47, 50, 0, 3_000_000]);
+    let key = "RL.ACQUIRE:fixed";
+    let reply = ints(con, &["RL.ACQUIRE", key, "50", "1000000", "1700000000.123456", "1"]);
+    assert_eq!(reply, [1, 46, 50, 0, 1_000_000_000, 2]);
 }
 
 #[test]
@@ -141,6 +145,50 @@ fn loads_encoding_version_1() {
     assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "1000", "0"]), [1, 7, 10, 0, 3000]);
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
     assert_eq!(ints(con, &["RL.TOKENBUCKET", "k", "10", "1", "1000", "1"]), [1, 6, 10, 0, 4000]);
+}
+
+/// A key of many leases, some released and one renewed, on the server's
+/// clock: 150 leases, more than two of the AOF rewrite's commands hold.
+fn many_leases(con: &mut redis::Connection) {
+    for i in 0..200 {
+        let reply = ints(con, &["RL.ACQUIRE", "leases", "1000", "1000000", "*", "1"]);
+        assert_eq!(reply[5], i + 1);
+    }
+    for id in (1..=200).filter(|id| id % 4 == 0) {
+        assert_eq!(ints(con, &["RL.RELEASE", "leases", &id.to_string(), "*"])[0], 1);
+    }
+    assert_eq!(ints(con, &["RL.RENEW", "leases", "7", "2000000", "*"])[..2], [1, 150]);
+}
+
+#[test]
+fn many_leases_survive_every_way_of_persisting() {
+    for preamble in ["yes", "no"] {
+        let mut server = aof_server(preamble);
+        let before = {
+            let con = &mut server.connect();
+            many_leases(con);
+            wait_for_aof_rewrite(con);
+            let _: String = redis::cmd("BGREWRITEAOF").query(con).unwrap();
+            wait_for_aof_rewrite(con);
+            common::snapshot(con, &["leases"])
+        };
+        if preamble == "no" {
+            // Bounded commands: the first 64 leases in RL.SETSTATE, the rest one
+            // RL.LEASEAPPLY each.
+            let base = String::from_utf8_lossy(&aof_base(&server)).into_owned();
+            assert_eq!(base.matches("RL.SETSTATE").count(), 1);
+            assert_eq!(base.matches("RL.LEASEAPPLY").count(), 150 - 64);
+            let longest = base.split("*").map(str::len).max().unwrap_or(0);
+            assert!(longest < 4000, "a command of {longest} bytes");
+        }
+        server.restart();
+        let con = &mut server.connect();
+        assert_eq!(common::snapshot(con, &["leases"]), before, "{preamble}: {}", server.log());
+        let _: () = redis::cmd("DEBUG").arg("RELOAD").query(con).unwrap();
+        assert_eq!(common::snapshot(con, &["leases"]), before);
+        // The next id goes on from the last one given, not the last one held.
+        assert_eq!(ints(con, &["RL.ACQUIRE", "leases", "1000", "1000000", "*", "1"])[5], 201);
+    }
 }
 
 /// A sliding log's change reaches the AOF (and replicas, the same stream)

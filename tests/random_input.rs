@@ -68,6 +68,11 @@ fn random_arguments_never_crash_or_corrupt() {
             "RL.LOGAPPLY" => ["APPEND", "0", "1000000", "1", "PXAT", "32503680000000"]
                 .map(|arg| arg.as_bytes().to_vec())
                 .to_vec(),
+            "RL.LEASEAPPLY" => ["ACQUIRE", "1000000", "1", "2000000", "1"]
+                .map(|arg| arg.as_bytes().to_vec())
+                .to_vec(),
+            "RL.RELEASE" => vec![b"1".to_vec(), b"*".to_vec()],
+            "RL.RENEW" => vec![b"1".to_vec(), b"100000".to_vec(), b"*".to_vec()],
             // Slow enough that no key expires between the two DUMPs below.
             c if c.ends_with("BUCKET") => {
                 vec![b"10".to_vec(), b"0.001".to_vec(), b"*".to_vec(), b"1".to_vec()]

@@ -125,6 +125,68 @@ fn one_past_each_window_range_is_refused_and_changes_nothing() {
     }
 }
 
+const LEASE: &str = "ERR lease must be a decimal number of seconds from 0.001 to 1000000000000";
+const LEASE_ID: &str = "ERR lease_id must be an integer from 0 to 9007199254740991";
+
+#[test]
+fn one_past_each_concurrency_range_is_refused_and_changes_nothing() {
+    let server = Server::start(&[]);
+    let con = &mut server.connect();
+    assert_eq!(ints(con, &["RL.ACQUIRE", "k", "10", "60", "*", "5"])[..2], [1, 5]);
+    let base = ["RL.ACQUIRE", "k", "10", "60", T, "1"];
+    let release = ["RL.RELEASE", "k", "1", T];
+    let renew = ["RL.RENEW", "k", "1", "60", T];
+    let cases = [
+        (with(&base, 2, "0"), LIMIT),
+        (with(&base, 2, MAX_PLUS_1), LIMIT),
+        (with(&base, 3, "0"), LEASE),
+        (with(&base, 3, "0.000999"), LEASE),
+        (with(&base, 3, "1000000000000.000001"), LEASE),
+        (with(&base, 4, "253402300800"), NOW),
+        (with(&base, 4, "253402300799.9999995"), NOW),
+        (with(&base, 5, MAX_PLUS_1), COUNT),
+        (with(&release, 2, MAX_PLUS_1), LEASE_ID),
+        (with(&release, 3, "253402300800"), NOW),
+        (with(&renew, 2, MAX_PLUS_1), LEASE_ID),
+        (with(&renew, 3, "0.000999"), LEASE),
+        (with(&renew, 3, "1000000000000.000001"), LEASE),
+        (with(&renew, 4, "253402300800"), NOW),
+    ];
+    assert_refused(con, &cases);
+}
+
+/// The extremes of the concurrency limit: the most slots, the longest
+/// lease, the last `now`, the largest id.
+fn concurrency_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
+    let key = |name: &str| format!("{prefix}{name}");
+    let acquire = |con: &mut redis::Connection, name: &str, args: [&str; 4]| {
+        ints(con, &["RL.ACQUIRE", &key(name), args[0], args[1], args[2], args[3]])
+    };
+    const LEASE_MS: i64 = 1_000_000_000_000_000;
+    assert_eq!(acquire(con, "max", [MAX, TERA, T, MAX]), [1, 0, MAX_I, 0, LEASE_MS, 1]);
+    assert_eq!(acquire(con, "max", [MAX, TERA, T, "1"]), [0, 0, MAX_I, LEASE_MS, LEASE_MS, 0]);
+    assert_eq!(acquire(con, "max", [MAX, TERA, T, MAX]), [0, 0, MAX_I, LEASE_MS, LEASE_MS, 0]);
+    // At the last microsecond, a lease of 10^12 s, renewed there.
+    assert_eq!(acquire(con, "last", ["1", TERA, LAST, "1"]), [1, 0, 1, 0, LEASE_MS, 1]);
+    let last = key("last");
+    assert_eq!(ints(con, &["RL.RENEW", &last, "1", TERA, LAST]), [1, 1, LEASE_MS]);
+    assert_eq!(ints(con, &["RL.RELEASE", &last, MAX, LAST]), [0, 1, LEASE_MS]);
+    // At time 0, and a time before the last update counts as it.
+    assert_eq!(acquire(con, "zero", ["2", TERA, "0", "1"]), [1, 1, 2, 0, LEASE_MS, 1]);
+    assert_eq!(
+        acquire(con, "zero", ["2", "0.001", T, "1"]),
+        [1, 0, 2, 0, LEASE_MS - 1_700_000_000_000, 2]
+    );
+    assert_eq!(acquire(con, "none", [MAX, TERA, LAST, "0"]), [1, MAX_I, MAX_I, 0, 0, 0]);
+    assert!(!exists(con, &key("none")));
+    ["max", "last", "zero"].iter().map(|k| key(k)).collect()
+}
+
+#[test]
+fn concurrency_extremes_reply_exactly() {
+    concurrency_extremes(&mut Server::start(&[]).connect(), "");
+}
+
 /// The extremes of the token bucket. Returns the keys it leaves, all of
 /// them living for hours or more.
 fn token_bucket_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
@@ -315,7 +377,7 @@ fn sliding_log_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String
 }
 
 const STATE: &str = "ERR state must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, \
-                     SLIDINGLOG or THROTTLE, fields that a command could have stored, and \
+                     SLIDINGLOG, THROTTLE or CONCURRENCY, fields that a command could have stored, and \
                      optionally PXAT unix_ms";
 /// MAX units in pico-units, the fullest bucket.
 const MAX_PICO: &str = "9007199254740991000000000000";
@@ -329,7 +391,7 @@ const Y3000_MS: &str = "32503680000000";
 /// The RL.SETSTATE states at the edges of what a command can store, each
 /// expiring in the year 3000.
 fn setstate_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
-    let states: [(&str, &[&str]); 9] = [
+    let states: [(&str, &[&str]); 11] = [
         ("tb0", &["TOKENBUCKET", "0", "0"]),
         ("tbmax", &["TOKENBUCKET", MAX_PICO, LAST_US]),
         ("lb1", &["LEAKYBUCKET", "1", "0"]),
@@ -339,6 +401,9 @@ fn setstate_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
         ("swmax", &["SLIDINGWINDOW", LAST_US, MAX, MAX]),
         ("sl", &["SLIDINGLOG", "1", "1", LAST_US, "9007199254740990"]),
         ("slmax", &["SLIDINGLOG", LAST_US, MAX]),
+        // The largest id, at LAST, running out 10^12 s later; the most slots.
+        ("ccmax", &["CONCURRENCY", LAST_US, MAX_PLUS_1, MAX, "1253402300799999999", "1"]),
+        ("ccall", &["CONCURRENCY", "0", "2", "1", "1000000000000000000", MAX]),
     ];
     let mut keys = Vec::new();
     for (key, fields) in states {
@@ -378,14 +443,24 @@ fn setstate_takes_the_extremes_of_what_commands_store() {
         ints(con, &["RL.SLIDINGLOG", "sl", MAX, TERA, LAST, "1"]),
         [0, 0, MAX_I, 746_597_699_200_001, 1_000_000_000_000_000]
     );
-    assert_eq!(keys.len(), 9);
+    // Every id given: a slot is free, but no lease until the last one runs
+    // out (then ids start again at 1).
+    assert_eq!(
+        ints(con, &["RL.ACQUIRE", "ccmax", MAX, "1", LAST, "1"]),
+        [0, MAX_I - 1, MAX_I, 1_000_000_000_000_000, 1_000_000_000_000_000, 0]
+    );
+    assert_eq!(
+        ints(con, &["RL.ACQUIRE", "ccall", MAX, "1", "0", "1"])[..4],
+        [0, 0, MAX_I, 1_000_000_000_000_000]
+    );
+    assert_eq!(keys.len(), 11);
 }
 
 #[test]
 fn setstate_refuses_one_past_what_commands_store() {
     let server = Server::start(&[]);
     let con = &mut server.connect();
-    let cases: [&[&str]; 13] = [
+    let cases: [&[&str]; 17] = [
         &["TOKENBUCKET", MAX_PICO_PLUS_1, "0"],
         &["TOKENBUCKET", "0", LAST_US_PLUS_1],
         // An empty queue is no key.
@@ -401,6 +476,11 @@ fn setstate_refuses_one_past_what_commands_store() {
         &["SLIDINGLOG", "0", MAX, "1", "1"],
         &["SLIDINGLOG", "0", "0"],
         &["SLIDINGLOG", "2", "1", "1", "1"],
+        // An id past MAX, a lease past 10^12 s, slots past MAX, past LAST.
+        &["CONCURRENCY", "0", "9007199254740993", MAX_PLUS_1, "1", "1"],
+        &["CONCURRENCY", "0", "2", "1", "1000000000000000001", "1"],
+        &["CONCURRENCY", "0", "2", "1", "1", MAX_PLUS_1],
+        &["CONCURRENCY", LAST_US_PLUS_1, "2", "1", "1253402300800000000", "1"],
     ];
     for fields in cases {
         let mut args = vec!["RL.SETSTATE", "k"];
@@ -467,6 +547,7 @@ fn all_extremes(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
     keys.extend(sliding_window_extremes(con, &format!("{prefix}sw:")));
     keys.extend(sliding_log_extremes(con, &format!("{prefix}sl:")));
     keys.extend(setstate_extremes(con, &format!("{prefix}set:")));
+    keys.extend(concurrency_extremes(con, &format!("{prefix}cc:")));
     keys
 }
 

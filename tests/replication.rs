@@ -30,6 +30,7 @@ fn replica_holds_identical_state() {
         ("RL.FIXEDWINDOW", ["30", "60"]),
         ("RL.SLIDINGWINDOW", ["30", "60"]),
         ("RL.SLIDINGLOG", ["30", "60"]),
+        ("RL.ACQUIRE", ["30", "60"]),
     ];
     let mut keys = Vec::new();
     for (command, [a, b]) in limiters {
@@ -48,6 +49,18 @@ fn replica_holds_identical_state() {
         }
         assert!(admitted > 100 && denied > 10, "{command}: {admitted} admitted, {denied} denied");
     }
+    // Leases released and renewed: the same ids, the same expiries.
+    for i in 0..200 {
+        let key = format!("RL.ACQUIRE:user:{}", i % 20);
+        let id = (i / 20 + 1).to_string();
+        if i % 2 == 0 {
+            ints(p, &["RL.RELEASE", &key, &id, "*"]);
+        } else {
+            ints(p, &["RL.RENEW", &key, &id, "90", "*"]);
+        }
+    }
+    let reply = ints(p, &["RL.ACQUIRE", "RL.ACQUIRE:user:0", "30", "60", "*", "0"]);
+    assert!(reply[1] > 0, "some leases released: {reply:?}");
     keys.sort();
     keys.dedup();
     let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(p).unwrap();

@@ -54,6 +54,14 @@ const CALLS: &[&[&str]] = &[
     &["RL.SLIDINGLOG", KEY, MAX, "10", "1700000010.5", MAX],
     &["RL.THROTTLE", KEY, "5", "10", "60", "1"],
     &["RL.THROTTLE", KEY, "0", "1", "1", "0"],
+    &["RL.ACQUIRE", KEY, "10", "60", "1700000000.5", "1"],
+    &["RL.ACQUIRE", KEY, "9007199254740991", "3600", "*", "3"],
+    &["RL.ACQUIRE", KEY, "1", "0.001", "18446744073709.551615", "0"],
+    &["RL.PEEK", KEY, "CONCURRENCY", "5", "1000000000000", "253402300799.999999", "2"],
+    &["RL.RELEASE", KEY, "1", "1700000000.5"],
+    &["RL.RELEASE", KEY, "9007199254740991", "*"],
+    &["RL.RENEW", KEY, "2", "1000000000000", "1700000000.5"],
+    &["RL.RENEW", KEY, "3", "0.001", "*"],
 ];
 
 /// A command, its two parameters, then `(now, n)` per call.
@@ -80,6 +88,9 @@ const RECIPES: &[Recipe] = &[
     ("RL.SLIDINGWINDOW", "7", "100", &[("1700000000.000001", "7")]),
     ("RL.SLIDINGLOG", "10", "60", &[("1700000000", "1")]),
     ("RL.SLIDINGLOG", "1000", "3600", &[("*", "5"), ("*", "7")]),
+    ("RL.ACQUIRE", "10", "60", &[("1700000000", "1"), ("1700000001", "2")]),
+    ("RL.ACQUIRE", "9007199254740991", "1000000000000", &[("*", "9007199254740991")]),
+    ("RL.ACQUIRE", "3", "86400", &[("0", "1"), ("3600", "1"), ("7200.000001", "1")]),
 ];
 
 /// RL.SETSTATE arguments after the key whose DUMPs are seeds too.
@@ -99,6 +110,27 @@ const SET_STATES: &[&[&str]] = &[
     &["TOKENBUCKET", "9007199254740991000000000000", "1700000000000000"],
     &["LEAKYBUCKET", "18446745000000000000", "1700000000000000"],
     &["THROTTLE", "4102444800000000000"],
+    // Leases: last_us, next_id, then (id, expires_us, n) per lease.
+    &["CONCURRENCY", "1700000000000000", "2", "1", "1700000000000001", "1"],
+    &[
+        "CONCURRENCY",
+        "0",
+        "9007199254740992",
+        "9007199254740991",
+        "1000000000000000000",
+        "9007199254740991",
+    ],
+    &[
+        "CONCURRENCY",
+        "1700000000000000",
+        "1000",
+        "3",
+        "1700000060000000",
+        "2",
+        "999",
+        "1700003600000000",
+        "5",
+    ],
 ];
 
 const RDB_TYPE_MODULE_2: u8 = 7;
@@ -931,15 +963,37 @@ fn set_state_seeds(con: &mut Connection, rng: &mut StdRng) -> Vec<Dump> {
     seeds
 }
 
+/// Keys of hundreds of leases: taken at random times with random slots and
+/// leases, some released and some renewed.
+fn many_lease_seeds(con: &mut Connection, rng: &mut StdRng) -> Vec<Dump> {
+    let mut seeds = Vec::new();
+    for (name, released) in [("held", 0), ("some released", 3)] {
+        let key = format!("seed:leases:{name}");
+        let mut at = 1_700_000_000_000_000u64;
+        for id in 1..=300u64 {
+            at += rng.gen_range(0..1 << 20);
+            let (lease, n) = (rng.gen_range(10_000..1_000_000).to_string(), rng.gen_range(1..50));
+            let args = ["RL.ACQUIRE", &key, "1000000", &lease, &seconds(at), &n.to_string()];
+            expect_ok(con, &args).unwrap();
+            if released > 0 && id % released == 0 {
+                expect_ok(con, &["RL.RELEASE", &key, &(id - 1).to_string(), &seconds(at)]).unwrap();
+            }
+        }
+        seeds.push(seed_from_key(con, &key, format!("RL.ACQUIRE, {name}")));
+    }
+    seeds
+}
+
 fn build_seeds(con: &mut Connection) -> Vec<Dump> {
     let rng = &mut StdRng::seed_from_u64(1);
     let mut seeds = recipe_seeds(con);
     seeds.extend(many_run_seeds(con, rng));
+    seeds.extend(many_lease_seeds(con, rng));
     seeds.extend(set_state_seeds(con, rng));
     let mut kinds: Vec<u64> = seeds.iter().filter_map(Dump::kind).collect();
     kinds.sort_unstable();
     kinds.dedup();
-    assert!(kinds.len() >= 5, "seeds of every kind: kind tags {kinds:?}");
+    assert!(kinds.len() >= 9, "seeds of every kind: kind tags {kinds:?}");
     // Runs read back (LZF included) with the total and times they add up to.
     let understood =
         |v: LogView| v.runs.len() > 100 && v.total_at.is_some() && v.first_last_at.is_some();

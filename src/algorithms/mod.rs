@@ -5,12 +5,62 @@
 //! is parsed, inside which all of the arithmetic below is exact: no result
 //! is ever saturated or wrapped into a different answer.
 
+pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
+pub mod varint;
+
+use std::ffi::CStr;
+
+/// The algorithms a limit spec names (`ALGORITHM a b`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    TokenBucket,
+    LeakyBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+    /// At most `limit` slots held at once, under leases (RL.ACQUIRE).
+    Concurrency,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::Concurrency,
+    ];
+
+    /// Its name in a limit spec and in RL.SETSTATE (and, but for the
+    /// concurrency limit's RL.ACQUIRE, after `RL.`).
+    pub fn name(self) -> &'static CStr {
+        match self {
+            Algorithm::TokenBucket => c"TOKENBUCKET",
+            Algorithm::LeakyBucket => c"LEAKYBUCKET",
+            Algorithm::FixedWindow => c"FIXEDWINDOW",
+            Algorithm::SlidingWindow => c"SLIDINGWINDOW",
+            Algorithm::SlidingLog => c"SLIDINGLOG",
+            Algorithm::Concurrency => c"CONCURRENCY",
+        }
+    }
+
+    /// The algorithm named `name`, in any case.
+    pub fn named(name: &[u8]) -> Option<Algorithm> {
+        Self::ALL.into_iter().find(|a| name.eq_ignore_ascii_case(a.name().to_bytes()))
+    }
+
+    /// Whether its parameters are `capacity rate` (else `limit window`).
+    pub fn is_bucket(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
+    }
+}
 
 /// Fixed-point scale of the buckets: one unit (token) is 10^12 pico-units,
 /// so a rate kept to 10^-6 units/s refills a whole number of pico-units

@@ -7,6 +7,7 @@
 //! count. A run of units a few milliseconds apart takes 3 to 4 bytes.
 
 use super::fixed_window::{Params, ms_between};
+use super::varint::{get_varint, put_varint};
 use super::{MAX_TIME_US, MAX_UNITS, Verdict};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,32 +41,6 @@ pub struct Removal {
 
 /// The most bytes one run takes: two varints of a `u64`.
 const RUN_BYTES: usize = 20;
-
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-/// The varint at the start of `bytes` and its length; `None` if cut short
-/// or past 64 bits.
-fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    for (i, &byte) in bytes.iter().enumerate().take(10) {
-        let bits = u64::from(byte & 0x7f);
-        let shifted = bits.checked_shl(7 * i as u32)?;
-        if shifted >> (7 * i as u32) != bits {
-            return None;
-        }
-        value |= shifted;
-        if byte < 0x80 {
-            return Some((value, i + 1));
-        }
-    }
-    None
-}
 
 /// A run as decoded: its time, its count, and where the next run starts.
 struct Run {
@@ -347,16 +322,6 @@ mod tests {
         let p = Params { limit: 2, window_us: SECOND };
         assert_eq!(reply(&decide(None, T0, &p, 0)), (true, 2, 0, 0));
         assert_eq!(reply(&decide(None, T0, &p, 3)), (false, 2, -1, 0));
-    }
-
-    #[test]
-    fn varints_round_trip() {
-        for value in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            let mut bytes = Vec::new();
-            put_varint(&mut bytes, value);
-            assert_eq!(get_varint(&bytes), Some((value, bytes.len())));
-        }
-        assert_eq!(get_varint(&[0x80]), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// Every command of the module: the five algorithms' own first.
-pub const COMMANDS: [&str; 11] = [
+pub const COMMANDS: [&str; 15] = [
     "RL.TOKENBUCKET",
     "RL.LEAKYBUCKET",
     "RL.FIXEDWINDOW",
@@ -24,6 +24,10 @@ pub const COMMANDS: [&str; 11] = [
     "RL.THROTTLE",
     "RL.SETSTATE",
     "RL.LOGAPPLY",
+    "RL.ACQUIRE",
+    "RL.RELEASE",
+    "RL.RENEW",
+    "RL.LEASEAPPLY",
 ];
 
 pub fn module_path() -> PathBuf {

@@ -2,6 +2,7 @@
 // in dist/cjs, each with its .d.ts. TypeScript picks a file's module format
 // from the nearest package.json, so the CommonJS build compiles a copy of
 // src/ under a package.json that says "commonjs" (and dist/cjs gets one too).
+import './lua.mjs'; // first: lua/ratelimit.lua into src/ratelimit-lua.ts
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -31,9 +31,20 @@ export function isIpv6Subnet(value: unknown): value is number | false {
   return value === false || (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 128);
 }
 
-/** Keys by client address, IPv6 by /`ipv6Subnet` (56 by default). */
+/**
+ * Keys by client address, IPv6 by /`ipv6Subnet` (56 by default). A
+ * request without an address is an error: keying all such requests alike
+ * would give every caller one budget.
+ */
 export function byIp(ipv6Subnet: number | false = 56) {
-  return (req: RequestWithAddress): string => ipKey(req.ip ?? req.socket?.remoteAddress ?? 'unknown', ipv6Subnet);
+  return (req: RequestWithAddress): string => {
+    if (req === undefined || req === null) {
+      throw new TypeError('byIp: no request to key by (check() was called without one): pass the request, or give the limiter a key function');
+    }
+    const address = req.ip || req.socket?.remoteAddress;
+    if (!address) throw new TypeError('byIp: the request carries no client address: give the limiter a key function that names the caller');
+    return ipKey(address, ipv6Subnet);
+  };
 }
 
 /**
@@ -43,5 +54,5 @@ export function byIp(ipv6Subnet: number | false = 56) {
 export function byUser(ipv6Subnet: number | false = 56) {
   const ip = byIp(ipv6Subnet);
   return (req: RequestWithAddress & { user?: { id?: string | number } }): string =>
-    req.user?.id === undefined ? ip(req) : `user:${req.user.id}`;
+    req?.user?.id === undefined ? ip(req) : `user:${req.user.id}`;
 }

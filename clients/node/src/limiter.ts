@@ -2,6 +2,7 @@
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
 import { byIp, isIpv6Subnet } from './keys.js';
+import { MODES, ModeSwitch, type Mode } from './mode.js';
 import {
   checkFunction,
   checkLimits,
@@ -34,6 +35,8 @@ export interface LimiterOptions<Req = any> {
   failOpen?: boolean;
   /** Where the line about an unavailable Redis goes; console.warn by default. */
   log?: (line: string) => void;
+  /** `auto` (default): the module where a node has it, else the Lua script; `module`; or `script`. */
+  mode?: Mode;
 }
 
 /** One limit's part of a decision. */
@@ -78,19 +81,32 @@ export class RateLimiterUnavailable extends Error {
   }
 }
 
-const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'failOpen', 'log'];
+const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'failOpen', 'log', 'mode'];
 
 /** A number as the module takes it: at most six decimals. */
 function decimal(value: number): string {
   return String(Number(value.toFixed(6)));
 }
 
+/**
+ * The last part of a limit's Redis key, for a request whose quota is
+ * `size`: its name; for an unnamed limit, what it is (algorithm, limit,
+ * rate or window, and a quota unit other than requests), so that different
+ * unnamed limiters never share state and identical ones do.
+ */
+function keyName(limit: CheckedLimit, size: number): string {
+  if (limit.named) return limit.name;
+  const spec = `${limit.algorithm}:${size}:${decimal(limit.param)}`;
+  return limit.quotaUnit === undefined || limit.quotaUnit === 'requests' ? spec : `${spec}:${limit.quotaUnit}`;
+}
+
 /** One connection of our own, opened on first use and replaced after a timeout. */
 class Link {
   private connection: Connection | undefined;
 
-  constructor(private readonly kind: ClientKind, private readonly timeoutMs: number) {}
+  constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {}
 
+  /** Sends a module call (as the Lua script where the mode says so); `key` routes it. */
   async send(key: string, args: string[]): Promise<unknown> {
     let connection = this.connection;
     if (!connection) {
@@ -107,7 +123,7 @@ class Link {
     });
     try {
       const ready = connection;
-      return await Promise.race([ready.ready.then(() => ready.send(key, args)), timeout]);
+      return await Promise.race([ready.ready.then(() => this.modes.send(ready, key, args)), timeout]);
     } catch (error) {
       // A command that timed out may still be waiting in Redis: closing the
       // connection drops it there, so it never charges later.
@@ -167,6 +183,8 @@ export class Limiter<Req = any> {
     if (options.failOpen !== undefined && typeof options.failOpen !== 'boolean') {
       throw new RateLimitConfigError('failOpen', 'must be true or false');
     }
+    const mode = options.mode ?? 'auto';
+    if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
     this.failOpen = options.failOpen ?? true;
     this.log = options.log ?? ((line) => console.warn(line));
     this.key = options.key ?? (byIp(options.ipv6Subnet ?? 56) as (req: Req) => string);
@@ -175,7 +193,7 @@ export class Limiter<Req = any> {
       ({ link: this.link, cluster: this.cluster } = shared);
     } else {
       const kind = clientKind(options.redis);
-      this.link = new Link(kind, timeoutMs);
+      this.link = new Link(kind, timeoutMs, new ModeSwitch(mode));
       this.cluster = kind.name.endsWith('cluster');
     }
     this.options = options;
@@ -226,7 +244,8 @@ export class Limiter<Req = any> {
       this.limits.map(async (limit) => {
         const partition = await (limit.key ?? this.key)(req);
         if (typeof partition !== 'string') throw new TypeError(`key of limit "${limit.name}" must give a string`);
-        return { limit, key: `${this.prefix}{${partition}}:${limit.name}`, size: await sizeOf(limit, req), cost: await costOf(limit, req) };
+        const size = await sizeOf(limit, req);
+        return { limit, key: `${this.prefix}{${partition}}:${keyName(limit, size)}`, size, cost: await costOf(limit, req) };
       }),
     );
   }

@@ -41,6 +41,8 @@ export interface CheckedLimit<Req = any> {
   cost: PerRequest<Req, number>;
   key: ((req: Req) => string | Promise<string>) | undefined;
   name: string;
+  /** False for a lone limit left without a name: its Redis key then says what it is (keyName). */
+  named: boolean;
   quotaUnit: QuotaUnit | undefined;
 }
 
@@ -143,7 +145,7 @@ function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): Chec
   if (limit.quotaUnit !== undefined && !QUOTA_UNITS.includes(limit.quotaUnit)) {
     throw new RateLimitConfigError(`${option}.quotaUnit`, `must be one of ${QUOTA_UNITS.join(', ')}`);
   }
-  return { algorithm, limit: size, param, cost, key: limit.key, name, quotaUnit: limit.quotaUnit };
+  return { algorithm, limit: size, param, cost, key: limit.key, name, named: limit.name !== undefined, quotaUnit: limit.quotaUnit };
 }
 
 /**

@@ -13,10 +13,22 @@ import { keySlot } from './slot.js';
 export interface Connection {
   /** Sends one command; `key` routes it on a cluster. */
   send(key: string, args: string[]): Promise<unknown>;
+  /** Sends a command without keys to the node that serves `key` (a cluster client would pick any node for it). */
+  sendToNodeOf(key: string, args: string[]): Promise<unknown>;
   /** Closes the connection at once, dropping what is in flight. */
   close(): void;
   /** Settles when the connection can take commands. */
   ready: Promise<void>;
+  /**
+   * The client object of the node that gets `key` (the one connection on
+   * a single server), when known: it emits 'ready' after each reconnect.
+   */
+  nodeOf(key: string): NodeClient | undefined;
+}
+
+/** A node's connection, as node-redis and ioredis both have it. */
+export interface NodeClient {
+  on(event: 'ready', listener: () => void): unknown;
 }
 
 /** How to make a connection of our own from the app's client. */
@@ -61,7 +73,9 @@ function nodeRedis(client: Anything): ClientKind {
       return {
         ready: own.connect().then(() => {}),
         send: (_key, args) => own.sendCommand(args),
+        sendToNodeOf: (_key, args) => own.sendCommand(args),
         close: () => closeNodeRedis(own),
+        nodeOf: () => own,
       };
     },
   };
@@ -80,10 +94,14 @@ function nodeRedisCluster(cluster: Anything): ClientKind {
       const defaults = { ...options.defaults, disableOfflineQueue: true };
       const own = cluster.duplicate({ defaults });
       own.on('error', () => {});
+      const primaryOf = (key: string): Anything | undefined => own.slots?.[keySlot(key)]?.master;
       return {
         ready: own.connect().then(() => {}),
         send: (key, args) => own.sendCommand(key, false, args),
+        // On the node's own client: node-redis v6 routes a command without keys by its command tips, not by the key given.
+        sendToNodeOf: async (key, args) => (await own.nodeClient(primaryOf(key) ?? noPrimary(key))).sendCommand(args),
         close: () => closeNodeRedis(own),
+        nodeOf: (key) => primaryOf(key)?.client,
       };
     },
   };
@@ -98,7 +116,9 @@ function ioredis(client: Anything): ClientKind {
       return {
         ready: waitForReady(own),
         send: (_key, [command, ...args]) => own.call(command, ...args),
+        sendToNodeOf: (_key, [command, ...args]) => own.call(command, ...args),
         close: () => own.disconnect(),
+        nodeOf: () => own,
       };
     },
   };
@@ -126,6 +146,7 @@ function ioredisCluster(cluster: Anything): ClientKind {
         const address = own.slots?.[keySlot(key)]?.[0];
         return own.nodes('master').find((node: Anything) => `${node.options.host}:${node.options.port}` === address);
       };
+      const refresh = () => new Promise<void>((resolve) => own.refreshSlotsCache(() => resolve()));
       return {
         ready: waitForReady(own),
         send: async (key, [command, ...args]) => {
@@ -134,14 +155,24 @@ function ioredisCluster(cluster: Anything): ClientKind {
           } catch (error) {
             if (!/^(MOVED|ASK) /.test(String((error as Error).message))) throw error;
             // The slot moved: learn the new layout, then ask its primary once.
-            await new Promise<void>((resolve) => own.refreshSlotsCache(() => resolve()));
+            await refresh();
             return (primaryOf(key) ?? own).call(command, ...args);
           }
         },
+        sendToNodeOf: async (key, [command, ...args]) => {
+          if (!primaryOf(key)) await refresh(); // a node that went away is back in the pool after a refresh
+          return (primaryOf(key) ?? noPrimary(key)).call(command, ...args);
+        },
         close: () => own.disconnect(),
+        nodeOf: (key) => primaryOf(key) as NodeClient | undefined,
       };
     },
   };
+}
+
+/** The cluster client knows no primary for the key's slot (the layout is changing): unavailable for now, never another node's answer. */
+function noPrimary(key: string): never {
+  throw new Error(`the cluster client knows no primary for the slot of ${key} yet`);
 }
 
 /** Tells which client the app passed, or throws naming the option. */
@@ -160,6 +191,18 @@ export function clientKind(redis: unknown): ClientKind {
 /** Error replies that mean "not now" rather than "wrong call". */
 const UNAVAILABLE_REPLIES = ['LOADING', 'BUSY', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN', 'MOVED', 'ASK'];
 
+/**
+ * Redis answered, but the call cannot work as the server is set up (the
+ * module missing, an ACL without EVAL, a key in the other mode's layout):
+ * a server error like any error reply, with a message that says what to do.
+ */
+export class RateLimitModeError extends Error {
+  constructor(message: string, readonly cause: unknown) {
+    super(message);
+    this.name = 'RateLimitModeError';
+  }
+}
+
 /** node-redis's ErrorReply (and its subclasses) or ioredis's ReplyError, known without importing either. */
 function isReply(error: unknown): boolean {
   for (let proto = Object.getPrototypeOf(error ?? {}); proto && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
@@ -174,7 +217,12 @@ function isReply(error: unknown): boolean {
  * another type): a server error, never a reason to let traffic through.
  */
 export function isErrorReply(error: unknown): boolean {
-  if (!isReply(error)) return false;
-  const code = String((error as Error).message).split(' ', 1)[0];
-  return !UNAVAILABLE_REPLIES.includes(code);
+  if (error instanceof RateLimitModeError) return true;
+  const code = replyCode(error);
+  return code !== undefined && !UNAVAILABLE_REPLIES.includes(code);
+}
+
+/** The error code of an error reply (`ERR`, `NOSCRIPT`, `WRONGTYPE`...), undefined for other failures. */
+export function replyCode(error: unknown): string | undefined {
+  return isReply(error) ? String((error as Error).message).split(' ', 1)[0] : undefined;
 }

@@ -1,5 +1,6 @@
 // The Express middleware on real HTTP servers, Express 4 and Express 5,
-// against a real redis-server with the module: exact headers and bodies.
+// against a real redis-server in both modes (with the module, and without
+// it running the Lua script): exact headers and bodies.
 
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +11,7 @@ import express4 from 'express4';
 import { createClient } from 'redis';
 
 import { byUser, rateLimit, type MiddlewareOptions } from '../src/index.js';
+import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
 type Get = (path: string, headers?: Record<string, string>) => Promise<Response>;
@@ -30,14 +32,14 @@ export function typesFit(middleware: ReturnType<typeof rateLimit>) {
   express4().use(middleware).get('/', middleware.with({ name: 'route', limit: 1, rate: 1 }));
 }
 
-for (const [version, express] of [['Express 4', express4], ['Express 5', express5]] as const) {
-  describe(version, () => {
+for (const { mode, withModule } of MODES) for (const [version, express] of [['Express 4', express4], ['Express 5', express5]] as const) {
+  describe(`${version}, mode ${mode}`, () => {
     let server: RedisServer;
     let redis: ReturnType<typeof createClient>;
     const closers: (() => void)[] = [];
 
     before(async () => {
-      server = await RedisServer.start();
+      server = await RedisServer.start([], withModule);
       redis = createClient({ url: server.url });
       redis.on('error', () => {});
       await redis.connect();
@@ -61,7 +63,7 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
         next();
       });
       build(app, (options) => {
-        const middleware = rateLimit({ redis, ...options });
+        const middleware = rateLimit({ redis, mode, ...options });
         closers.push(() => middleware.limiter.close());
         return middleware;
       });
@@ -194,10 +196,46 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
         },
         async (get) => {
           const first = await get('/', { 'x-forwarded-for': '2001:db8:0:12ab::1' });
-          assert.deepEqual(await first.json(), { key: 'ratelimit:{ip6:2001:db8:0:1200::/56}:default' });
+          assert.deepEqual(await first.json(), { key: 'ratelimit:{ip6:2001:db8:0:1200::/56}:tokenbucket:2:0.001' });
           assert.equal((await get('/', { 'x-forwarded-for': '2001:db8:0:12cd::99' })).status, 200);
           assert.equal((await get('/', { 'x-forwarded-for': '2001:db8:0:12ff::2' })).status, 429);
           assert.equal((await get('/', { 'x-forwarded-for': '2001:db8:0:1300::1' })).status, 200);
+        },
+      );
+    });
+
+    test('unnamed limiters of different routes: different limits never meet, identical ones share', async () => {
+      const withoutT = (res: Response) => [res.status, res.headers.get('ratelimit')?.replace(/;t=\d+$/, '')];
+      await withApp(
+        (app, limit) => {
+          const ok = (_req: any, res: any) => res.json({ ok: true });
+          app.get('/login', limit({ limits: { algorithm: 'fixedwindow', limit: 2, window: 1000 } }), ok);
+          app.get('/api', limit({ limits: { algorithm: 'fixedwindow', limit: 5, window: 1000 } }), ok);
+          app.get('/search', limit({ limits: { limit: 5, rate: 0.001 } }), ok);
+          app.get('/other', limit({ limits: { algorithm: 'fixedwindow', limit: 2, window: 1000 } }), ok);
+        },
+        async (get) => {
+          const client = { 'x-forwarded-for': '203.0.113.1' };
+          assert.deepEqual(withoutT(await get('/login', client)), [200, '"default";r=1']);
+          assert.deepEqual(withoutT(await get('/login', client)), [200, '"default";r=0']);
+          assert.equal((await get('/login', client)).status, 429);
+          // Another limit of the same algorithm: a budget of its own, the logins took nothing from it.
+          const api = await get('/api', client);
+          assert.deepEqual([...withoutT(api), api.headers.get('ratelimit-policy')], [200, '"default";r=4', '"default";q=5;w=1000']);
+          // Another algorithm: its own key, never the other's state (WRONGTYPE).
+          assert.deepEqual(fields(await get('/search', client)), { status: 200, policy: '"default";q=5;w=5000', limit: '"default";r=4;t=1000', retryAfter: null });
+          // The identical limit of another limiter shares the login budget.
+          assert.equal((await get('/other', client)).status, 429);
+          const other = { 'x-forwarded-for': '203.0.113.2' };
+          assert.equal((await get('/other', other)).status, 200);
+          assert.equal((await get('/login', other)).status, 200);
+          assert.equal((await get('/other', other)).status, 429);
+          assert.deepEqual((await server.cli('keys', '*')).split('\n').sort(), [
+            'ratelimit:{ip:203.0.113.1}:fixedwindow:2:1000',
+            'ratelimit:{ip:203.0.113.1}:fixedwindow:5:1000',
+            'ratelimit:{ip:203.0.113.1}:tokenbucket:5:0.001',
+            'ratelimit:{ip:203.0.113.2}:fixedwindow:2:1000',
+          ]);
         },
       );
     });
@@ -220,7 +258,7 @@ for (const [version, express] of [['Express 4', express4], ['Express 5', express
     });
 
     test('an error reply goes to the error handler (500), never through', async () => {
-      await server.cli('set', 'ratelimit:{ip:127.0.0.1}:default', 'not a limiter');
+      await server.cli('set', 'ratelimit:{ip:127.0.0.1}:tokenbucket:3:1', 'not a limiter');
       await withApp(
         (app, limit) => {
           app.use(limit({ limits: { limit: 3, rate: 1 }, log: () => assert.fail('no log line for an error reply') }));

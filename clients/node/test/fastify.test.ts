@@ -1,5 +1,6 @@
 // The Fastify plugin on real HTTP servers, Fastify 4 and Fastify 5,
-// against a real redis-server with the module.
+// against a real redis-server in both modes (with the module, and without
+// it running the Lua script).
 
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
@@ -9,23 +10,10 @@ import Fastify4 from 'fastify4';
 import { Redis } from 'ioredis';
 
 import { fastifyRateLimit, type MiddlewareOptions } from '../src/index.js';
+import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
-let server: RedisServer;
-let redis: Redis;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-before(async () => {
-  server = await RedisServer.start();
-  redis = new Redis(server.port, '127.0.0.1');
-});
-after(async () => {
-  redis.disconnect();
-  await server.stop();
-});
-beforeEach(async () => {
-  await server.cli('flushall');
-});
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -40,99 +28,117 @@ export async function typesFit(redis: Redis) {
 }
 
 type AnyFastify = (options?: object) => any;
-for (const [version, Fastify] of [['Fastify 4', Fastify4 as AnyFastify], ['Fastify 5', Fastify5 as AnyFastify]] as const) {
-describe(version, () => {
-  async function withApp(options: Omit<MiddlewareOptions, 'redis'>, body: (get: (path: string) => Promise<Response>) => Promise<void>) {
-    const app: any = Fastify();
-    await app.register(fastifyRateLimit, { redis, ...options });
-    app.get('/', async (request: any) => ({ remaining: request.rateLimit?.limits.map((l: { remaining: number }) => l.remaining) }));
-    app.get('/search', { config: { rateLimit: { limits: { name: 'search', limit: 1, rate: 0.001 } } } }, async () => ({ ok: 'search' }));
-    app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }));
-    app.get('/missing', async (_request: any, reply: any) => reply.code(404).send({ found: false }));
-    const address = await app.listen({ port: 0, host: '127.0.0.1' });
-    try {
-      await body((path) => fetch(`${address}${path}`));
-    } finally {
-      await app.close();
+for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
+  let server: RedisServer;
+  let redis: Redis;
+
+  before(async () => {
+    server = await RedisServer.start([], withModule);
+    redis = new Redis(server.port, '127.0.0.1');
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+  beforeEach(async () => {
+    await server.cli('flushall');
+  });
+
+  for (const [version, Fastify] of [['Fastify 4', Fastify4 as AnyFastify], ['Fastify 5', Fastify5 as AnyFastify]] as const) {
+  describe(version, () => {
+    async function withApp(options: Omit<MiddlewareOptions, 'redis'>, body: (get: (path: string) => Promise<Response>) => Promise<void>) {
+      const app: any = Fastify();
+      await app.register(fastifyRateLimit, { redis, mode, ...options });
+      app.get('/', async (request: any) => ({ remaining: request.rateLimit?.limits.map((l: { remaining: number }) => l.remaining) }));
+      app.get('/search', { config: { rateLimit: { limits: { name: 'search', limit: 1, rate: 0.001 } } } }, async () => ({ ok: 'search' }));
+      app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }));
+      app.get('/missing', async (_request: any, reply: any) => reply.code(404).send({ found: false }));
+      const address = await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        await body((path) => fetch(`${address}${path}`));
+      } finally {
+        await app.close();
+      }
     }
+
+
+    test('headers, the decision on request.rateLimit, and 429 with t = Retry-After', async () => {
+      await withApp({ limits: { limit: 2, rate: 0.001, name: 'app' } }, async (get) => {
+        const first = await get('/');
+        assert.equal(first.status, 200);
+        assert.deepEqual(await first.json(), { remaining: [1] });
+        assert.equal(first.headers.get('ratelimit-policy'), '"app";q=2;w=2000');
+        assert.equal(first.headers.get('ratelimit'), '"app";r=1;t=1000');
+        await get('/');
+        const denied = await get('/');
+        assert.equal(denied.status, 429);
+        assert.equal(denied.headers.get('ratelimit'), '"app";r=0;t=1000');
+        assert.equal(denied.headers.get('retry-after'), '1000');
+        assert.deepEqual(await denied.json(), { error: 'rate_limit_exceeded', message: 'Rate limit exceeded. Please try again later.', retry_after_seconds: 1000 });
+      });
+    });
+
+    test('a route\'s own limits go with the app\'s in one call; a route can opt out', async () => {
+      await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' } }, async (get) => {
+        const search = await get('/search');
+        assert.equal(search.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
+        const denied = await get('/search');
+        assert.equal(denied.status, 429);
+        // Denied as a whole: the app limit keeps its units...
+        assert.equal(denied.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
+        for (let i = 0; i < 10; i++) assert.equal((await get('/health')).headers.get('ratelimit'), null);
+        // ...and took nothing: the app limit had 4 left.
+        assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=3;t=1000');
+      });
+    });
+
+    test('an error reply is a server error (500), never a pass', async () => {
+      await server.cli('set', 'ratelimit:{ip:127.0.0.1}:app', 'not a limiter');
+      await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' }, log: () => assert.fail('no log line') }, async (get) => {
+        const res = await get('/');
+        assert.equal(res.status, 500);
+        assert.match(((await res.json()) as { message: string }).message, /^WRONGTYPE/);
+      });
+    });
+
+    test('skipFailedRequests refunds a 404; Redis too slow and failing closed is a 503', async () => {
+      await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' }, skipFailedRequests: true, timeoutMs: 200, failOpen: false, log: () => {} }, async (get) => {
+        for (let i = 0; i < 3; i++) assert.equal((await get('/missing')).headers.get('ratelimit'), '"app";r=4;t=1000');
+        await sleep(50);
+        assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=4;t=1000');
+        await server.cli('client', 'pause', '800', 'ALL');
+        const closed = await get('/');
+        assert.deepEqual([closed.status, await closed.json()], [503, { error: 'rate_limiter_unavailable' }]);
+        await sleep(900);
+        // Over a second has passed: the bucket has refilled a thousandth of a token, t one second less.
+        assert.match((await get('/')).headers.get('ratelimit')!, /^"app";r=3;t=(999|1000)$/);
+      });
+    });
+
+    test('skip, a custom handler, and a request that can never pass', async () => {
+      const app: any = Fastify();
+      await app.register(fastifyRateLimit, {
+        redis,
+        mode,
+        limits: { name: 'tokens', limit: 100, rate: 0.001, cost: async (request: any) => Number(request.query.tokens ?? 1) },
+        skip: (request: any) => request.headers['x-internal'] === 'yes',
+        handler: (_request: any, reply: any, decision: any) => reply.code(429).send({ denied: decision.limits.map((l: any) => l.name), never: decision.neverAllowed }),
+      });
+      app.get('/', async () => ({ ok: true }));
+      const address = await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const skipped = await fetch(`${address}/?tokens=1000`, { headers: { 'x-internal': 'yes' } });
+        assert.deepEqual([skipped.status, skipped.headers.get('ratelimit')], [200, null]);
+        const never = await fetch(`${address}/?tokens=101`);
+        assert.deepEqual([never.status, never.headers.get('retry-after'), never.headers.get('ratelimit'), await never.json()], [429, null, '"tokens";r=100', { denied: ['tokens'], never: true }]);
+        const ok = await fetch(`${address}/?tokens=100`);
+        assert.deepEqual([ok.status, ok.headers.get('ratelimit')], [200, '"tokens";r=0;t=1000']);
+        const denied = await fetch(`${address}/`);
+        assert.deepEqual([denied.status, denied.headers.get('retry-after'), await denied.json()], [429, '1000', { denied: ['tokens'], never: false }]);
+      } finally {
+        await app.close();
+      }
+    });
+  });
   }
-
-
-  test('headers, the decision on request.rateLimit, and 429 with t = Retry-After', async () => {
-    await withApp({ limits: { limit: 2, rate: 0.001, name: 'app' } }, async (get) => {
-      const first = await get('/');
-      assert.equal(first.status, 200);
-      assert.deepEqual(await first.json(), { remaining: [1] });
-      assert.equal(first.headers.get('ratelimit-policy'), '"app";q=2;w=2000');
-      assert.equal(first.headers.get('ratelimit'), '"app";r=1;t=1000');
-      await get('/');
-      const denied = await get('/');
-      assert.equal(denied.status, 429);
-      assert.equal(denied.headers.get('ratelimit'), '"app";r=0;t=1000');
-      assert.equal(denied.headers.get('retry-after'), '1000');
-      assert.deepEqual(await denied.json(), { error: 'rate_limit_exceeded', message: 'Rate limit exceeded. Please try again later.', retry_after_seconds: 1000 });
-    });
-  });
-
-  test('a route\'s own limits go with the app\'s in one call; a route can opt out', async () => {
-    await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' } }, async (get) => {
-      const search = await get('/search');
-      assert.equal(search.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
-      const denied = await get('/search');
-      assert.equal(denied.status, 429);
-      // Denied as a whole: the app limit keeps its units...
-      assert.equal(denied.headers.get('ratelimit'), '"app";r=4;t=1000, "search";r=0;t=1000');
-      for (let i = 0; i < 10; i++) assert.equal((await get('/health')).headers.get('ratelimit'), null);
-      // ...and took nothing: the app limit had 4 left.
-      assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=3;t=1000');
-    });
-  });
-
-  test('an error reply is a server error (500), never a pass', async () => {
-    await server.cli('set', 'ratelimit:{ip:127.0.0.1}:app', 'not a limiter');
-    await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' }, log: () => assert.fail('no log line') }, async (get) => {
-      const res = await get('/');
-      assert.equal(res.status, 500);
-      assert.match(((await res.json()) as { message: string }).message, /^WRONGTYPE/);
-    });
-  });
-
-  test('skipFailedRequests refunds a 404; Redis too slow and failing closed is a 503', async () => {
-    await withApp({ limits: { limit: 5, rate: 0.001, name: 'app' }, skipFailedRequests: true, timeoutMs: 200, failOpen: false, log: () => {} }, async (get) => {
-      for (let i = 0; i < 3; i++) assert.equal((await get('/missing')).headers.get('ratelimit'), '"app";r=4;t=1000');
-      await sleep(50);
-      assert.equal((await get('/')).headers.get('ratelimit'), '"app";r=4;t=1000');
-      await server.cli('client', 'pause', '800', 'ALL');
-      const closed = await get('/');
-      assert.deepEqual([closed.status, await closed.json()], [503, { error: 'rate_limiter_unavailable' }]);
-      await sleep(900);
-      // Over a second has passed: the bucket has refilled a thousandth of a token, t one second less.
-      assert.match((await get('/')).headers.get('ratelimit')!, /^"app";r=3;t=(999|1000)$/);
-    });
-  });
-
-  test('skip, a custom handler, and a request that can never pass', async () => {
-    const app: any = Fastify();
-    await app.register(fastifyRateLimit, {
-      redis,
-      limits: { name: 'tokens', limit: 100, rate: 0.001, cost: async (request: any) => Number(request.query.tokens ?? 1) },
-      skip: (request: any) => request.headers['x-internal'] === 'yes',
-      handler: (_request: any, reply: any, decision: any) => reply.code(429).send({ denied: decision.limits.map((l: any) => l.name), never: decision.neverAllowed }),
-    });
-    app.get('/', async () => ({ ok: true }));
-    const address = await app.listen({ port: 0, host: '127.0.0.1' });
-    try {
-      const skipped = await fetch(`${address}/?tokens=1000`, { headers: { 'x-internal': 'yes' } });
-      assert.deepEqual([skipped.status, skipped.headers.get('ratelimit')], [200, null]);
-      const never = await fetch(`${address}/?tokens=101`);
-      assert.deepEqual([never.status, never.headers.get('retry-after'), never.headers.get('ratelimit'), await never.json()], [429, null, '"tokens";r=100', { denied: ['tokens'], never: true }]);
-      const ok = await fetch(`${address}/?tokens=100`);
-      assert.deepEqual([ok.status, ok.headers.get('ratelimit')], [200, '"tokens";r=0;t=1000']);
-      const denied = await fetch(`${address}/`);
-      assert.deepEqual([denied.status, denied.headers.get('retry-after'), await denied.json()], [429, '1000', { denied: ['tokens'], never: false }]);
-    } finally {
-      await app.close();
-    }
-  });
 });
-}

@@ -1,4 +1,5 @@
-// Keys by address: IPv4, IPv4-mapped IPv6, IPv6 grouped by prefix.
+// Keys by address: IPv4, IPv4-mapped IPv6, IPv6 grouped by prefix; no
+// address is an error, never one key for all.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -27,4 +28,14 @@ test('byIp reads req.ip, then the socket; byUser prefers the signed-in user', ()
   assert.equal(byIp()({ socket: { remoteAddress: '::ffff:10.1.2.3' } }), 'ip:10.1.2.3');
   assert.equal(byUser()({ ip: '10.1.2.3', user: { id: 42 } }), 'user:42');
   assert.equal(byUser()({ ip: '10.1.2.3' }), 'ip:10.1.2.3');
+});
+
+test('no request or no address: an error, never one key for every caller', () => {
+  const noRequest = /^TypeError: byIp: no request to key by \(check\(\) was called without one\): pass the request, or give the limiter a key function$/;
+  const noAddress = /^TypeError: byIp: the request carries no client address: give the limiter a key function that names the caller$/;
+  assert.throws(() => byIp()(undefined as never), noRequest);
+  assert.throws(() => byUser()(undefined as never), noRequest);
+  assert.throws(() => byIp()({}), noAddress);
+  assert.throws(() => byIp()({ ip: '', socket: {} }), noAddress);
+  assert.throws(() => byUser()({ socket: { remoteAddress: undefined } }), noAddress);
 });

@@ -1,30 +1,32 @@
-// check(), the framework-free call, against a real redis-server with the
-// module, through each single-server client: one RL.MULTI for all limits,
-// refunds, errors as errors, and Redis unavailable or slow.
+// check(), the framework-free call, through each single-server client, in
+// both modes (a redis-server with the module, one without it running the
+// Lua script): one RL.MULTI for all limits, refunds, errors as errors, and
+// Redis unavailable or slow.
 
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
 import { createLimiter, RateLimiterUnavailable, type LimiterOptions } from '../src/index.js';
 import { SINGLE, type AppClient } from './clients.js';
+import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Req = { ip: string; user?: string; tokens?: number };
 
-for (const [name, connect] of Object.entries(SINGLE)) {
-  describe(`check() with ${name}`, () => {
+for (const { mode, withModule } of MODES) for (const [name, connect] of Object.entries(SINGLE)) {
+  describe(`check() with ${name}, mode ${mode}`, () => {
     let server: RedisServer;
     let app: AppClient;
     const limiters: { close(): void }[] = [];
     const limiter = (options: Omit<LimiterOptions<Req>, 'redis'>) => {
-      const made = createLimiter<Req>({ redis: app.client, ...options });
+      const made = createLimiter<Req>({ redis: app.client, mode, ...options });
       limiters.push(made);
       return made;
     };
 
     before(async () => {
-      server = await RedisServer.start();
+      server = await RedisServer.start([], withModule);
       app = await connect(server);
     });
     after(async () => {
@@ -46,16 +48,43 @@ for (const [name, connect] of Object.entries(SINGLE)) {
       assert.deepEqual(
         { ...only, resetAfterMs: Math.ceil(only.resetAfterMs / 1000) },
         {
-          name: 'default', algorithm: 'tokenbucket', key: 'ratelimit:{ip:203.0.113.7}:default', allowed: true,
+          name: 'default', algorithm: 'tokenbucket', key: 'ratelimit:{ip:203.0.113.7}:tokenbucket:3:0.001', allowed: true,
           remaining: 2, limit: 3, retryAfterMs: 0, resetAfterMs: 1000, cost: 1, param: 0.001, quotaUnit: undefined,
         },
       );
+      // The state is the module's type, or the script's plain string.
+      assert.equal(await server.cli('type', only.key), mode === 'module' ? 'ratelimit' : 'string');
       await check.check({ ip: '203.0.113.7' });
       await check.check({ ip: '203.0.113.7' });
       const denied = await check.check({ ip: '203.0.113.7' });
       assert.equal(denied?.allowed, false);
       assert.equal(Math.ceil(denied!.retryAfterMs / 1000), 1000);
       assert.equal((await check.check({ ip: '203.0.113.8' }))?.allowed, true);
+    });
+
+    test('an unnamed limit is keyed by what it is: the same key texts as the Python client', async () => {
+      const keyOf = async (limits: LimiterOptions<Req>['limits'], req: Req = { ip: '10.0.0.1' }) => {
+        const decision = await limiter({ key: () => 'user:7', limits }).check(req);
+        assert.equal(decision?.limits[0].name, 'default');
+        return decision?.limits[0].key;
+      };
+      assert.equal(await keyOf({ limit: 10, rate: 0.5 }), 'ratelimit:{user:7}:tokenbucket:10:0.5');
+      assert.equal(await keyOf({ algorithm: 'leakybucket', limit: 3, rate: 1000 }), 'ratelimit:{user:7}:leakybucket:3:1000');
+      assert.equal(await keyOf({ algorithm: 'slidingwindow', limit: 100, window: 0.25 }), 'ratelimit:{user:7}:slidingwindow:100:0.25');
+      assert.equal(await keyOf({ algorithm: 'slidinglog', limit: 9007199254740991, window: 1e12 }), 'ratelimit:{user:7}:slidinglog:9007199254740991:1000000000000');
+      assert.equal(await keyOf({ limit: 1000, rate: 10, quotaUnit: 'content-bytes' }), 'ratelimit:{user:7}:tokenbucket:1000:10:content-bytes');
+      assert.equal(await keyOf({ name: 'default', limit: 10, rate: 0.5 }), 'ratelimit:{user:7}:default'); // a name is the key
+      // A limit per request (a quota per plan): the key holds the limit this request resolved to.
+      const perPlan = { algorithm: 'fixedwindow', limit: (req: Req) => (req.user === 'pro' ? 50 : 5), window: 60 } as const;
+      assert.equal(await keyOf(perPlan, { ip: '10.0.0.1', user: 'free' }), 'ratelimit:{user:7}:fixedwindow:5:60');
+      assert.equal(await keyOf(perPlan, { ip: '10.0.0.1', user: 'pro' }), 'ratelimit:{user:7}:fixedwindow:50:60');
+    });
+
+    test('check() without a request, or a request without an address: refused, nothing taken', async () => {
+      const check = limiter({ limits: { limit: 3, rate: 1 } });
+      await assert.rejects(check.check(undefined as never), /^TypeError: byIp: no request to key by/);
+      await assert.rejects(check.check({} as Req), /^TypeError: byIp: the request carries no client address/);
+      assert.equal(await server.cli('dbsize'), '0');
     });
 
     test('per user and per IP, requests and tokens: all or nothing in one RL.MULTI', async () => {
@@ -92,7 +121,7 @@ for (const [name, connect] of Object.entries(SINGLE)) {
       assert.equal(never?.allowed, false);
       assert.equal(never?.retryAfterMs, -1);
       assert.equal(never?.neverAllowed, true);
-      assert.equal(await server.cli('exists', 'ratelimit:{ip:10.0.0.2}:default'), '0');
+      assert.equal(await server.cli('exists', 'ratelimit:{ip:10.0.0.2}:tokenbucket:10:1'), '0');
     });
 
     test('refund: reserve the most a call may use, give back what it did not', async () => {
@@ -110,8 +139,13 @@ for (const [name, connect] of Object.entries(SINGLE)) {
     test('an error reply is a server error, never a pass', async () => {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 1 }, log: (line) => lines.push(line) });
-      await server.cli('set', 'ratelimit:{ip:10.0.0.4}:default', 'a string');
-      await assert.rejects(check.check({ ip: '10.0.0.4' }), /^(Error|ReplyError|SimpleError): WRONGTYPE/);
+      await server.cli('set', 'ratelimit:{ip:10.0.0.4}:tokenbucket:10:1', 'a string');
+      await assert.rejects(check.check({ ip: '10.0.0.4' }), {
+        // The module cannot tell a plain value from script-mode state, so it names both modes.
+        module: { name: 'RateLimitModeError', message: 'WRONGTYPE ratelimit:{ip:10.0.0.4}:tokenbucket:10:1 holds a Redis string, not the redis-ratelimit module\'s state: script-mode state (script mode keeps plain Redis values) or another value; module mode cannot use it: give each mode its own key prefix' },
+        script: { message: 'WRONGTYPE Operation against a key holding the wrong kind of value' },
+      }[mode]);
+      assert.equal(await server.cli('get', 'ratelimit:{ip:10.0.0.4}:tokenbucket:10:1'), 'a string');
       // A per-request cost that is not a whole number is a programming error too.
       const bad = limiter({ limits: { limit: 10, rate: 1, cost: () => 2.5 } });
       await assert.rejects(bad.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: cost: must be an integer from 0 to 9007199254740991 \(got 2.5\)$/);

@@ -72,6 +72,8 @@ test('limiter options', () => {
     [{ redis, limits, prefix: 'rl:{app}:' }, 'prefix: must be a string without { or } (the key adds its own hash tag)'],
     [{ redis, limits, timeoutMs: 0 }, 'timeoutMs: must be a positive number of milliseconds (got 0)'],
     [{ redis, limits, failOpen: 'no' }, 'failOpen: must be true or false'],
+    [{ redis, limits, mode: 'lua' }, "mode: must be 'auto', 'module' or 'script' (got lua)"],
+    [{ redis, limits, mode: 'Module' }, "mode: must be 'auto', 'module' or 'script' (got Module)"],
     [{ redis, limits, ipv6Subnet: 129 }, 'ipv6Subnet: must be an integer from 1 to 128, or false'],
     [{ redis, limits, key: 'ip' }, 'key: must be a function (got string)'],
   ];

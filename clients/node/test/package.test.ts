@@ -1,14 +1,20 @@
-// `npm pack`, then the tarball installed into a fresh app with nothing but
-// npm's cache (no network): imported from ES modules, from CommonJS
+// `npm pack`, then the tarball installed into a fresh app (npm takes its two
+// runtime dependencies from its cache, or from the registry on a machine
+// whose cache lacks them: `--offline` failed on a fresh machine, where
+// `npm ci` had cached tarballs but not the registry metadata a version range
+// needs). Nothing of the source tree goes with it: imported from ES modules,
+// from CommonJS
 // (`require`), and compiled by strict TypeScript in both module modes with
 // no @types at all (no Express types, no Node types).
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 
 const packageDir = resolve(import.meta.dirname, '../..');
 const tsc = join(packageDir, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -41,7 +47,7 @@ before(() => {
   app = join(work, 'app');
   mkdirSync(app);
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'fresh-app', private: true }));
-  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', join(work, tarball)], app);
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--silent', join(work, tarball)], app);
 });
 
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -54,6 +60,14 @@ test('the tarball holds the built package and no test or source files', () => {
   assert.ok(listing.includes('package/dist/cjs/index.d.ts'));
   assert.ok(listing.includes('package/dist/cjs/package.json'));
   assert.deepEqual(listing.filter((name) => !name.startsWith('package/dist/')), ['package/README.md', 'package/package.json']);
+});
+
+test('the package carries lua/ratelimit.lua, the script of script mode, exactly as the repository has it', async () => {
+  const lua = readFileSync(join(packageDir, '..', '..', 'lua', 'ratelimit.lua'), 'utf8');
+  const installed = join(app, 'node_modules', 'redis-ratelimit-client', 'dist');
+  const esm = await import(pathToFileURL(join(installed, 'esm', 'ratelimit-lua.js')).href);
+  assert.equal(esm.RATELIMIT_LUA, lua);
+  assert.equal(createRequire(import.meta.url)(join(installed, 'cjs', 'ratelimit-lua.js')).RATELIMIT_LUA, lua);
 });
 
 test('installs without redis or express: only its two small dependencies', () => {

@@ -1,5 +1,6 @@
-// Real servers for the tests: redis-server with the module on a free port,
-// and a 3-primary Redis Cluster with the module, each stopped afterwards.
+// Real servers for the tests: redis-server on a free port, with the module
+// or without it (script mode), and a 3-primary Redis Cluster likewise, each
+// stopped afterwards.
 
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -42,14 +43,14 @@ function answersPing(port: number): Promise<boolean> {
   });
 }
 
-/** One redis-server process with the module loaded. */
+/** One redis-server process, with the module loaded unless told otherwise. */
 export class RedisServer {
   private child: ChildProcess | undefined;
 
-  private constructor(readonly port: number, private readonly dir: string, private readonly extra: string[]) {}
+  private constructor(readonly port: number, private readonly dir: string, private readonly extra: string[], public withModule: boolean) {}
 
-  static async start(extra: string[] = []): Promise<RedisServer> {
-    const server = new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'ratelimit-node-')), extra);
+  static async start(extra: string[] = [], withModule = true): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'ratelimit-node-')), extra, withModule);
     await server.run();
     return server;
   }
@@ -58,12 +59,13 @@ export class RedisServer {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  /** Starts the process (again, after stop(), on the same port). */
+  /** Starts the process (again, after kill(), on the same port; with or without the module as `withModule` says then). */
   async run(): Promise<void> {
     mkdirSync(this.dir, { recursive: true });
+    const module = this.withModule ? ['--loadmodule', MODULE] : [];
     this.child = spawn(
       REDIS_SERVER,
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loadmodule', MODULE, ...this.extra],
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...module, ...this.extra],
       { stdio: 'ignore' },
     );
     for (let i = 0; i < 400; i++) {
@@ -71,7 +73,7 @@ export class RedisServer {
       await sleep(25);
     }
     this.child.kill('SIGKILL');
-    throw new Error(`redis-server with ${MODULE} did not start on ${this.port}`);
+    throw new Error(`redis-server ${module.join(' ')} did not start on ${this.port}`);
   }
 
   /** redis-cli against this server, for setting up and checking state. */
@@ -95,14 +97,14 @@ export class RedisServer {
   }
 }
 
-/** Three primaries, no replicas, all slots covered, the module on each. */
+/** Three primaries, no replicas, all slots covered, the module on each unless told otherwise. */
 export class RedisCluster {
   private constructor(readonly nodes: RedisServer[]) {}
 
-  static async start(): Promise<RedisCluster> {
+  static async start(withModule = true): Promise<RedisCluster> {
     const nodes: RedisServer[] = [];
     for (let i = 0; i < 3; i++) {
-      nodes.push(await RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000']));
+      nodes.push(await RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'], withModule));
     }
     const cluster = new RedisCluster(nodes);
     await promisify(execFile)(REDIS_CLI, ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes']);

@@ -1,30 +1,76 @@
-"""Fixtures: one redis-server with the module and one 3-primary cluster for
-the whole run (started here, stopped at the end); each test gets clean
+"""Fixtures: each test that takes a server runs twice, once per mode
+(`mode`: "module", a redis-server with the module; "script", one without
+it). One server and one 3-primary cluster of each kind for the whole run
+(started when first needed, stopped at the end); each test gets clean
 databases and its own clients."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import redis
 import redis.cluster
 
+from modes import MODES
 from servers import Cluster, Server
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    s = Server()
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _server(module: bool) -> Iterator[Server]:
+    s = Server(module=module)
     yield s
     s.remove()
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    c = Cluster()
+def module_server() -> Iterator[Server]:
+    yield from _server(True)
+
+
+@pytest.fixture(scope="session")
+def script_server() -> Iterator[Server]:
+    yield from _server(False)
+
+
+def _cluster(module: bool) -> Iterator[Cluster]:
+    c = Cluster(module=module)
     yield c
     c.remove()
+
+
+@pytest.fixture(scope="session")
+def module_cluster() -> Iterator[Cluster]:
+    yield from _cluster(True)
+
+
+@pytest.fixture(scope="session")
+def script_cluster() -> Iterator[Cluster]:
+    yield from _cluster(False)
+
+
+@pytest.fixture
+def server(mode: str, request: pytest.FixtureRequest) -> Server:
+    """The session's server of the test's mode."""
+    s: Server = request.getfixturevalue(f"{mode}_server")
+    return s
+
+
+@pytest.fixture
+def cluster(mode: str, request: pytest.FixtureRequest) -> Cluster:
+    """The session's cluster of the test's mode."""
+    c: Cluster = request.getfixturevalue(f"{mode}_cluster")
+    return c
+
+
+@pytest.fixture
+def own_server(mode: str) -> Iterator[Server]:
+    """A server of the test's own (it may stop and restart it), of its mode."""
+    yield from _server(mode == "module")
 
 
 @pytest.fixture

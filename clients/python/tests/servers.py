@@ -1,5 +1,6 @@
-"""Real redis-server processes with the module loaded, each on a free port
-in a folder of its own, stopped and removed afterwards."""
+"""Real redis-server processes, with the module loaded or without it
+(script mode), each on a free port in a folder of its own, stopped and
+removed afterwards."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE = os.environ.get("RATELIMIT_MODULE", str(ROOT / "target/release/libredis_ratelimit.so"))
+LUA = ROOT / "lua/ratelimit.lua"
 REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 
 
@@ -47,22 +49,24 @@ def wait_until(what: str, done: Callable[[], bool], seconds: float = 15.0) -> No
 
 
 class Server:
-    """One redis-server with the module; `stop()` and `start()` again on the
-    same port (for the Redis-is-down tests)."""
+    """One redis-server, with the module unless `module=False`; `stop()` and
+    `start()` again on the same port (for the Redis-is-down tests), with or
+    without the module (set `module` between the two)."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, module: bool = True) -> None:
         if not Path(MODULE).exists():
             raise RuntimeError(f"{MODULE} is missing: run `cargo build --release` at the repository root")
         self.port = free_port()
         self.folder = tempfile.mkdtemp(prefix="ratelimit-py-")
         self.extra = extra
+        self.module = module
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
 
     def start(self) -> None:
         self.process = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.folder, "--loadmodule", MODULE, *self.extra],
+             "--appendonly", "no", "--dir", self.folder, *(["--loadmodule", MODULE] if self.module else []), *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_until(f"redis-server on {self.port}", self.answers)
@@ -92,9 +96,9 @@ class Cluster:
     """Three primaries, slots spread by `redis-cli --cluster create`, as
     tests/cluster.rs and scripts/cluster.sh make them."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: bool = True) -> None:
         args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000")
-        self.nodes = [Server(*args) for _ in range(3)]
+        self.nodes = [Server(*args, module=module) for _ in range(3)]
         subprocess.run(
             ["redis-cli", "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.nodes],
              "--cluster-replicas", "0", "--cluster-yes"],

@@ -4,9 +4,8 @@ dependency, served by uvicorn over real HTTP."""
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
 import redis
 import redis.asyncio
 from fastapi import Depends, FastAPI
@@ -23,7 +22,7 @@ from starlette.routing import Route
 
 from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_user
 from redis_ratelimit_client.asgi import RateLimitMiddleware
-from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, rate_limit_exceeded_handler
+from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
 from web import check_scenario, get, rate_headers, serve_asgi
 
@@ -36,13 +35,6 @@ def skip_free(scope: Any) -> bool:
 
 def limiter(server: Server, fail_open: bool) -> AsyncRateLimiter:
     return AsyncRateLimiter(redis.asyncio.Redis(port=server.port), LIMIT, key=by_ip(trusted_proxies=1), fail_open=fail_open)
-
-
-@pytest.fixture
-def own_server() -> Iterator[Server]:
-    s = Server()
-    yield s
-    s.remove()
 
 
 def starlette_app(server: Server, fail_open: bool) -> Starlette:
@@ -89,6 +81,7 @@ def fastapi_app(server: Server, fail_open: bool) -> FastAPI:
     """Per-route dependency for /ok and /free-less routes; refunds of failed
     requests come from the middleware, so /fail is limited by the middleware."""
     app = FastAPI()
+    app.add_middleware(RateLimitHeadersMiddleware)
     app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
     limit = RateLimit(limiter(server, fail_open))
 
@@ -160,7 +153,7 @@ def test_throttle_by_user_and_refunds_of_successes(own_server: Server) -> None:
         # alice's second request waited its place in the queue (1/rate = 200 ms); bob's did not.
         assert times[1] >= 0.19 and times[0] < 0.15 and times[2] < 0.15, times
         with redis.Redis(port=own_server.port) as r:
-            assert sorted(r.keys()) == [b"ratelimit:{user:alice}:default", b"ratelimit:{user:bob}:default"]
+            assert sorted(r.keys()) == [b"ratelimit:{user:alice}:leakybucket:3:5", b"ratelimit:{user:bob}:leakybucket:3:5"]
 
         for _ in range(3):  # successes give their unit back
             status, headers, body = get(quiet_port, "/ok", "203.0.113.5")

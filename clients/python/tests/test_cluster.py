@@ -1,4 +1,6 @@
-"""RedisCluster, sync and asyncio, on a real 3-primary cluster: the limits
+"""RedisCluster, sync and asyncio, on a real 3-primary cluster, with the
+module and without it (script mode: EVALSHA, EVAL after each node's
+NOSCRIPT): the limits
 of one partition key go in one RL.MULTI to the node owning its slot; limits
 of different partition keys go in one call each, and a denial by one gives
 back what the others took."""
@@ -14,8 +16,8 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter
+from modes import calls, peek_remaining, script_stats
 from servers import Cluster, Server
-from test_limiter import peek_remaining
 
 
 def cluster_call(node: Server, *args: object) -> Any:
@@ -23,12 +25,12 @@ def cluster_call(node: Server, *args: object) -> Any:
         return r.execute_command("CLUSTER", *args)
 
 
-def multi_calls(cluster: Cluster) -> int:
-    """RL.MULTI calls so far, all nodes (the module's INFO counters)."""
+def multi_calls(cluster: Cluster, mode: str) -> int:
+    """Limiter calls so far, all nodes."""
     total = 0
     for node in cluster.nodes:
         with node.client() as r:
-            total += int(r.info("ratelimit")["ratelimit_multi"]["calls"])
+            total += calls(r, mode)
     return total
 
 
@@ -40,22 +42,32 @@ def limits() -> list[Limit]:
     ]
 
 
-def test_sync_cluster_client(rc: redis.cluster.RedisCluster, cluster: Cluster) -> None:
+def test_sync_cluster_client(rc: redis.cluster.RedisCluster, cluster: Cluster, mode: str) -> None:
     limiter = RateLimiter(rc, limits())
-    before = multi_calls(cluster)
+    if mode == "script":  # each node starts without the script
+        for node in cluster.nodes:
+            with node.client() as r:
+                r.script_flush()
+                r.config_resetstat()
+    before = multi_calls(cluster, mode)
     outcomes = [limiter.check(f"u{i % 30}") for i in range(60)]
     assert all(d is not None and d.allowed for d in outcomes)
     # Two partition keys a request: two RL.MULTI, the user's two limits in one.
-    assert multi_calls(cluster) - before == 60 * 2
+    assert multi_calls(cluster, mode) - before == 60 * 2
     holding = [n.client().dbsize() for n in cluster.nodes]
     assert sum(holding) == 30 * 2 + 1 and all(count > 0 for count in holding), holding
+    if mode == "script":  # each node: one NOSCRIPT, then EVAL; EVALSHA from then on
+        for node in cluster.nodes:
+            with node.client() as r:
+                evalsha, noscript, eval_ = script_stats(r)
+                assert (noscript, eval_) == (1, 1) and evalsha > 1
 
     denied = limiter.check("u0")
     assert denied is not None and not denied.allowed
     assert [(x.name, x.allowed, x.remaining) for x in denied.limits] == [
         ("per-user", False, 0), ("per-ip", True, 40), ("per-user-log", True, 8)]
     # The per-IP bucket took its unit in its own call, and gave it back.
-    assert peek_remaining(rc, "RL.PEEK", "ratelimit:{ip:203.0.113.7}:per-ip", "TOKENBUCKET", "100", "0.001", "*", "0") == 40
+    assert peek_remaining(rc, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.7}:per-ip", "TOKENBUCKET", "100", "0.001", "*", "0") == 40
 
 
 def test_asyncio_cluster_client(cluster: Cluster, rc: redis.cluster.RedisCluster) -> None:
@@ -125,7 +137,7 @@ def test_a_moved_slot_is_followed(rc: redis.cluster.RedisCluster, cluster: Clust
     assert asyncio.run(run_async()) == [4, 1, 4]
 
 
-def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisCluster) -> None:
+def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisCluster, mode: str) -> None:
     """The per-user call admits and takes its units; the per-IP call gets an
     error reply (its key holds a string). The error is raised, a server
     error, and the per-user units are given back."""
@@ -135,7 +147,7 @@ def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisClust
         limiter.check("erin")
     for name, spec in (("per-user", ["FIXEDWINDOW", "2", "1000000"]), ("per-user-log", ["SLIDINGLOG", "10", "1000000"])):
         assert rc.exists(f"ratelimit:{{user:erin}}:{name}") == 0, name  # given back: fresh again, so no key
-        assert peek_remaining(rc, "RL.PEEK", f"ratelimit:{{user:erin}}:{name}", *spec, "*", "0") == int(spec[1])
+        assert peek_remaining(rc, mode, "RL.PEEK", f"ratelimit:{{user:erin}}:{name}", *spec, "*", "0") == int(spec[1])
 
 
 def test_a_migrating_slot_is_followed_with_asking(rc: redis.cluster.RedisCluster, cluster: Cluster) -> None:

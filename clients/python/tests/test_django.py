@@ -3,10 +3,9 @@ WSGI server over real HTTP."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import django
-import pytest
 import redis
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
@@ -30,13 +29,6 @@ settings.configure(
 django.setup()
 urlpatterns: list[Any] = []
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
-
-
-@pytest.fixture
-def own_server() -> Iterator[Server]:
-    s = Server()
-    yield s
-    s.remove()
 
 
 def text(body: str, status: int = 200) -> HttpResponse:

@@ -1,6 +1,7 @@
 """Redis unreachable or too slow: fail open (the request passes, one log
 line) or closed (RateLimiterUnavailable). A check that timed out never
-charges later: its connection is closed, and nothing resends it."""
+charges later: its connection is closed, and nothing resends it. In both
+modes (the fixture `own_server`: with the module, and without it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import logging
 import subprocess
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -18,13 +19,6 @@ from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter, RateLim
 from servers import Server
 
 LIMIT = Limit("tokenbucket", 3, rate=0.001)
-
-
-@pytest.fixture
-def own_server() -> Iterator[Server]:
-    s = Server()
-    yield s
-    s.remove()
 
 
 def test_stopped_redis_fails_open_with_one_log_line(own_server: Server, caplog: pytest.LogCaptureFixture) -> None:
@@ -63,7 +57,7 @@ def test_a_timed_out_check_never_charges_later(own_server: Server) -> None:
     assert 0.2 <= time.monotonic() - started < 0.9
     time.sleep(1.2)  # the pause is over: a resent or queued command would have run by now
     with own_server.client() as admin:
-        assert admin.exists("ratelimit:{slow}:default") == 0
+        assert admin.exists("ratelimit:{slow}:tokenbucket:3:0.001") == 0
     decision = limiter.check()
     assert decision is not None and decision.limits[0].remaining == 2
 
@@ -77,7 +71,7 @@ def test_asyncio_timeout_and_stop(own_server: Server) -> None:
         timed_out = await open_limiter.check()
         await asyncio.sleep(1.2)
         with own_server.client() as admin:
-            charged = admin.exists("ratelimit:{slow}:default")
+            charged = admin.exists("ratelimit:{slow}:tokenbucket:3:0.001")
         after = await open_limiter.check()
         own_server.stop()
         stopped = await open_limiter.check()
@@ -92,11 +86,11 @@ def test_asyncio_timeout_and_stop(own_server: Server) -> None:
     assert asyncio.run(run()) == [None, 0, 2, None, "unavailable"]
 
 
-def test_busy_and_clusterdown_replies_mean_unavailable() -> None:
+def test_busy_and_clusterdown_replies_mean_unavailable(mode: str) -> None:
     """BUSY (a script holds the server) and CLUSTERDOWN (no node serves the
     slot) are Redis unable to answer now, not a wrong command."""
-    busy = Server("--busy-reply-threshold", "100")
-    no_slots = Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    busy = Server("--busy-reply-threshold", "100", module=mode == "module")
+    no_slots = Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", module=mode == "module")
     try:
         script = subprocess.Popen(["redis-cli", "-p", str(busy.port), "EVAL", "while true do end", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
-import pytest
 import redis
 from flask import Flask, g
 
@@ -15,13 +13,6 @@ from servers import Server
 from web import check_scenario, get, rate_headers, serve_wsgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
-
-
-@pytest.fixture
-def own_server() -> Iterator[Server]:
-    s = Server()
-    yield s
-    s.remove()
 
 
 def flask_app(server: Server, fail_open: bool) -> Flask:

@@ -1,10 +1,15 @@
-"""Keys by address (IPv6 by /56, proxies only when configured) and by user."""
+"""Keys by address (IPv6 by /56, proxies only when configured) and by user;
+no address is an error, never one key for all."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
-from redis_ratelimit_client import by_ip, by_user, ip_key
+import pytest
+import redis
+
+from redis_ratelimit_client import Limit, RateLimiter, by_ip, by_user, ip_key
 
 
 def test_ip_keys() -> None:
@@ -47,3 +52,30 @@ def test_by_user_falls_back_to_the_address() -> None:
     assert by_user()(SimpleNamespace(META={"REMOTE_ADDR": "203.0.113.8"}, user=signed_in)) == "user:42"
     assert by_user(lambda request: "alice")(scope("203.0.113.7")) == "user:alice"
     assert by_user(lambda request: None)(scope("203.0.113.7")) == "ip:203.0.113.7"
+
+
+def test_no_address_is_refused_never_one_shared_key(r: redis.Redis) -> None:
+    no_request = r"^by_ip: no request to key by \(check\(\) was called without one\): pass the request, or give the limiter a key function$"
+    no_address = r"^by_ip: the request carries no client address: give the limiter a key function that names the caller$"
+    unix_socket: dict[str, Any] = {"type": "http", "client": None, "headers": []}
+    with pytest.raises(ValueError, match=no_request):
+        by_ip()(None)
+    with pytest.raises(ValueError, match=no_request):
+        by_user()(None)
+    with pytest.raises(ValueError, match=no_address):
+        by_ip()(unix_socket)
+    with pytest.raises(ValueError, match=no_address):
+        by_ip()(SimpleNamespace(META={"REMOTE_ADDR": ""}))
+    with pytest.raises(ValueError, match=no_address):
+        by_ip()(SimpleNamespace(client=None, headers={}))
+    # A trusted proxy's X-Forwarded-For is an address.
+    assert by_ip(trusted_proxies=1)({**unix_socket, "headers": [(b"x-forwarded-for", b"203.0.113.7")]}) == "ip:203.0.113.7"
+
+    limiter = RateLimiter(r, Limit("tokenbucket", 3, rate=1))
+    with pytest.raises(ValueError, match=no_request):
+        limiter.check()
+    with pytest.raises(ValueError, match=no_address):
+        limiter.check(unix_socket)
+    assert r.keys() == []  # nothing taken
+    decision = RateLimiter(r, Limit("tokenbucket", 3, rate=1), key=lambda request: "jobs").check()
+    assert decision is not None and decision.limits[0].key == "ratelimit:{jobs}:tokenbucket:3:1"

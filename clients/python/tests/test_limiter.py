@@ -1,6 +1,7 @@
-"""The limiter against a real redis-server with the module: several limits
-in one RL.MULTI, all or nothing, refunds, peek, the headers and bodies of
-each outcome. Sync and asyncio clients give the same decisions."""
+"""The limiter against a real redis-server, with the module and without it
+(script mode): several limits in one RL.MULTI, all or nothing, refunds,
+peek, the headers and bodies of each outcome. Sync and asyncio clients give
+the same decisions."""
 
 from __future__ import annotations
 
@@ -19,12 +20,8 @@ from redis_ratelimit_client import (
     denied_body,
     rate_limit_headers,
 )
+from modes import calls, peek_remaining
 from servers import Server
-
-
-def peek_remaining(client: Any, *args: str) -> int:
-    """`remaining` of an RL.PEEK reply."""
-    return int(client.execute_command(*args)[1])
 
 
 def key(request: tuple[str, int]) -> str:
@@ -41,11 +38,13 @@ LIMITS = [
 ]
 
 
-def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
+def test_two_limits_all_or_nothing_with_refund(r: redis.Redis, mode: str) -> None:
     limiter = RateLimiter(r, LIMITS, key=key)
-    calls = int(r.info("ratelimit")["ratelimit_multi"]["calls"])
+    before = calls(r, mode)
     first = limiter.check(("alice", 1))
-    assert int(r.info("ratelimit")["ratelimit_multi"]["calls"]) == calls + 1  # both limits, one RL.MULTI
+    assert calls(r, mode) == before + 1  # both limits, one RL.MULTI
+    # mode "auto" picked the module where it is loaded: its type; else the script's string.
+    assert r.type("ratelimit:{alice}:burst") == ("ratelimit" if mode == "module" else "string")
     assert first is not None and first.allowed and first.retry_after_ms == 0
     burst, daily = first.limits
     assert (burst.name, burst.key, burst.remaining, burst.limit, burst.retry_after_ms, burst.reset_after_ms, burst.cost) == (
@@ -78,10 +77,10 @@ def test_two_limits_all_or_nothing_with_refund(r: redis.Redis) -> None:
         "retry_after_seconds": 1000,
     }
     # Denied: the daily limit took nothing either.
-    assert peek_remaining(r, "RL.PEEK", "ratelimit:{alice}:daily", "SLIDINGLOG", "5", "100000", "*", "0") == 3
+    assert peek_remaining(r, mode, "RL.PEEK", "ratelimit:{alice}:daily", "SLIDINGLOG", "5", "100000", "*", "0") == 3
 
     assert limiter.refund(denied)  # a denied request took nothing: nothing to give back
-    assert peek_remaining(r, "RL.PEEK", "ratelimit:{alice}:daily", "SLIDINGLOG", "5", "100000", "*", "0") == 3
+    assert peek_remaining(r, mode, "RL.PEEK", "ratelimit:{alice}:daily", "SLIDINGLOG", "5", "100000", "*", "0") == 3
     assert limiter.refund(second)
     # The refund gave burst its 2 back (0 -> 2) and daily its 1 (3 -> 4).
     # RL.PEEK replies as if the units were taken: 2 - 2 and 4 - 1 would remain.
@@ -147,7 +146,7 @@ def test_all_five_algorithms_through_the_asyncio_client(server: Server, r: redis
 
 
 def test_module_errors_are_server_errors_not_passes(r: redis.Redis) -> None:
-    r.set("ratelimit:{carol}:default", "a string")
+    r.set("ratelimit:{carol}:tokenbucket:3:1", "a string")
     limiter = RateLimiter(r, Limit("tokenbucket", 3, rate=1), key=lambda request: "carol")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         limiter.check()

@@ -80,6 +80,10 @@ def test_limiter_options() -> None:
         make(ok, timeout=0)
     with pytest.raises(ConfigurationError, match=r"^fail_open: must be True or False \(got 'no'\)$"):
         make(ok, fail_open="no")
+    with pytest.raises(ConfigurationError, match=r"^mode: must be one of auto, module, script \(got 'lua'\)$"):
+        make(ok, mode="lua")
+    assert [make(ok, mode=mode).with_limits().core.mode for mode in ("auto", "module", "script")] == ["auto", "module", "script"]
+    assert make(ok).core.mode == "auto"
     with pytest.raises(ConfigurationError, match=r"^ipv6_subnet: must be an integer from 1 to 128, or False \(got 0\)$"):
         by_ip(ipv6_subnet=0)
     with pytest.raises(ConfigurationError, match=r"^trusted_proxies: must be an integer >= 0 \(got -1\)$"):

@@ -1,12 +1,14 @@
-"""Rate limiting for Python web APIs on the redis-ratelimit Redis module:
-a limiter for redis-py's sync and asyncio clients (standalone and cluster),
-IETF RateLimit headers, and thin layers for ASGI (Starlette, FastAPI,
+"""Rate limiting for Python web APIs on the redis-ratelimit Redis module,
+or on any Redis through the same commands in Lua (mode.py): a limiter
+for redis-py's sync and asyncio clients (standalone and cluster), IETF
+RateLimit headers, and thin layers for ASGI (Starlette, FastAPI,
 Litestar), Flask and Django. The spec both clients follow: docs/clients.md."""
 
 from .decision import Decision, LimitResult
 from .headers import DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY, denied_body, rate_limit_headers
 from .keys import by_ip, by_user, ip_key
 from .limiter import AsyncRateLimiter, RateLimiter, RateLimiterUnavailable
+from .mode import Mode
 from .limits import (
     Algorithm,
     ConfigurationError,
@@ -25,6 +27,7 @@ __all__ = [
     "DEFAULT_MESSAGE",
     "Decision",
     "Limit",
+    "Mode",
     "LimitResult",
     "NEVER_MESSAGE",
     "RateLimiter",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .decision import LimitResult
-from .limits import Limit, number_text
+from .limits import Limit
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Charge:
     partition: str = ""  # the key function's answer: limits sharing it share a slot
 
     def spec_args(self) -> list[str]:
-        return [self.spec.algorithm.upper(), str(self.limit), number_text(self.spec.parameter)]
+        return [self.spec.algorithm.upper(), str(self.limit), self.spec.parameter_text]
 
 
 def multi_args(charges: Sequence[Charge]) -> list[str]:

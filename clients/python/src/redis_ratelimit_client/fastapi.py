@@ -1,13 +1,18 @@
 """A FastAPI dependency, per route or per router:
 
     limit = RateLimit(limiter)
+    app.add_middleware(RateLimitHeadersMiddleware)
     app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
 
     @app.get("/search", dependencies=[Depends(limit)])
 
 Key and cost functions receive the Starlette Request. A denial raises
-RateLimitExceeded, which the handler turns into the 429 (or 503) answer;
-the headers of an admitted request go on the route's response."""
+RateLimitExceeded, which the handler turns into the 429 (or 503) answer.
+The headers of an admitted request go on its response through
+RateLimitHeadersMiddleware: FastAPI drops the headers a dependency sets
+when the route returns a Response of its own, so the dependency leaves
+them in the ASGI scope and the middleware adds them to whatever response
+goes out."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from typing import Any, Optional
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .asgi import decide
 from .decision import Decision
@@ -23,6 +29,33 @@ from .http import Answer
 from .http import HttpOptions
 from .limiter import AsyncRateLimiter
 from .limits import ConfigurationError
+
+
+#: The ASGI scope's entry where RateLimitHeadersMiddleware collects the
+#: headers the dependencies give an admitted request.
+HEADERS = "redis_ratelimit_client.headers"
+
+
+class RateLimitHeadersMiddleware:
+    """Puts the RateLimit headers of the RateLimit dependencies on the
+    response, whatever the route returns (a value, or a Response)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = []
+        scope[HEADERS] = headers
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start" and headers:
+                message = {**message, "headers": [*message.get("headers", []), *headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class RateLimitExceeded(Exception):
@@ -56,7 +89,13 @@ class RateLimit:
         self.limiter = limiter
         self.options = HttpOptions(**options)
 
-    async def __call__(self, request: Request, response: Response) -> Optional[Decision]:
+    async def __call__(self, request: Request) -> Optional[Decision]:
+        headers = request.scope.get(HEADERS)
+        if headers is None:  # checked before any unit is taken
+            raise ConfigurationError(
+                "RateLimit: the app needs RateLimitHeadersMiddleware to send the RateLimit headers"
+                " (app.add_middleware(RateLimitHeadersMiddleware))"
+            )
         decision, result = await decide(self.limiter, self.options, request)
         if result is not None and result.status is not None:
             custom = None
@@ -65,6 +104,6 @@ class RateLimit:
                 custom = await custom if inspect.isawaitable(custom) else custom
             raise RateLimitExceeded(result, decision, custom)
         if result is not None:
-            response.headers.update(result.headers)
+            headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in result.headers.items()]
         request.state.rate_limit = decision
         return decision

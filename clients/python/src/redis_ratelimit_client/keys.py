@@ -57,22 +57,23 @@ def _header(request: Any, name: str) -> Optional[str]:
     return None
 
 
-def peer_address(request: Any) -> str:
+def peer_address(request: Any) -> Optional[str]:
     """The address of the connection's peer, as the framework or server
     gives it (uvicorn's --forwarded-allow-ips and Werkzeug's ProxyFix have
-    applied X-Forwarded-For already, when the app configured them)."""
+    applied X-Forwarded-For already, when the app configured them); None
+    when it gives none (a Unix socket, no request at all)."""
     if isinstance(request, dict):  # an ASGI scope
         client = request.get("client")
-        return str(client[0]) if client else "unknown"
+        return str(client[0]) if client and client[0] else None
     meta = getattr(request, "META", None)
     if isinstance(meta, dict):  # Django
-        return str(meta.get("REMOTE_ADDR") or "unknown")
+        return str(meta["REMOTE_ADDR"]) if meta.get("REMOTE_ADDR") else None
     remote_addr = getattr(request, "remote_addr", None)  # Flask / Werkzeug
     if isinstance(remote_addr, str):
-        return remote_addr
+        return remote_addr or None
     client = getattr(request, "client", None)  # Starlette, FastAPI, Litestar
     host = getattr(client, "host", None)
-    return str(host) if host else "unknown"
+    return str(host) if host else None
 
 
 class by_ip:
@@ -88,11 +89,17 @@ class by_ip:
         self.trusted_proxies = trusted_proxies
 
     def address(self, request: Any) -> str:
+        """The client's address; a ValueError when the request has none,
+        since keying such requests alike would give all callers one budget."""
         address = peer_address(request)
         if self.trusted_proxies:
             forwarded = [a.strip() for a in (_header(request, "X-Forwarded-For") or "").split(",") if a.strip()]
             if len(forwarded) >= self.trusted_proxies:
                 address = forwarded[-self.trusted_proxies]
+        if address is None and request is None:
+            raise ValueError("by_ip: no request to key by (check() was called without one): pass the request, or give the limiter a key function")
+        if address is None:
+            raise ValueError("by_ip: the request carries no client address: give the limiter a key function that names the caller")
         return address
 
     def __call__(self, request: Any) -> str:

@@ -1,6 +1,7 @@
 """The limiter: every limit a request carries, checked in one RL.MULTI
 (on a cluster, one per partition key), refunds through RL.REFUND, a look
-through RL.PEEK. RateLimiter takes the sync redis-py clients,
+through RL.PEEK; the module's commands, or the same calls to the Lua
+library (mode.py). RateLimiter takes the sync redis-py clients,
 AsyncRateLimiter the asyncio ones; both share everything but the I/O."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .commands import Charge, multi_args, multi_results, peek_args, refund_args,
 from .decision import Decision, LimitResult
 from .keys import by_ip
 from .limits import ConfigurationError, KeyFunction, Limit, check_integer
+from .mode import Mode, check_mode
 
 log = logging.getLogger("redis_ratelimit_client")
 
@@ -41,6 +43,7 @@ class _Core:
         prefix: str,
         timeout: float,
         fail_open: bool,
+        mode: Mode,
         allow_async: bool,
     ) -> None:
         single = isinstance(limits, Limit)
@@ -78,6 +81,7 @@ class _Core:
         if not isinstance(fail_open, bool):
             raise ConfigurationError(f"fail_open: must be True or False (got {fail_open!r})")
         self.fail_open = fail_open
+        self.mode = check_mode(mode)
 
     @property
     def names(self) -> list[str]:
@@ -86,13 +90,14 @@ class _Core:
     def charge(self, limit: Limit, name: str, partition: object, cost: object, quota: object) -> Charge:
         if not isinstance(partition, str):
             raise TypeError(f"{name}: the key function returned {partition!r}, not a string")
-        try:  # per-request values: a bad one is a server error, not a setup one
-            units = check_integer(f"{name}.cost", cost, 0)
-            size = check_integer(f"{name}.limit", quota, 1)
-            limit.check_fill_time(name, size)
+        try:  # values from functions, per request: a bad one is a server error, not a setup one
+            units = check_integer(f"{name}.cost", cost, 0) if callable(limit.cost) else cast(int, cost)
+            size = check_integer(f"{name}.limit", quota, 1) if callable(limit.limit) else cast(int, quota)
+            if callable(limit.limit):
+                limit.check_fill_time(name, size)
         except ConfigurationError as error:
             raise ValueError(str(error)) from None
-        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{name}", units, size, partition)
+        return Charge(limit, name, f"{self.prefix}{{{partition}}}:{limit.key_name(size)}", units, size, partition)
 
     @staticmethod
     def groups(client: object, charges: list[Charge]) -> list[list[Charge]]:
@@ -110,6 +115,8 @@ class _Core:
         allowed = all(o[0] for o in outcomes)
         waits = [o[1] for o in outcomes if not o[0]]
         retry = 0 if allowed else (-1 if -1 in waits else max(waits))
+        if len(outcomes) == 1:  # one call: its results are in the charges' order already
+            return Decision(allowed, retry, tuple(outcomes[0][2]))
         by_key = {r.key: r for o in outcomes for r in o[2]}
         return Decision(allowed, retry, tuple(by_key[c.key] for c in order))
 
@@ -147,7 +154,8 @@ class RateLimiter:
     `check(request)` returns the Decision (taking the units when allowed),
     None when Redis is unavailable and the limiter fails open, raises
     RateLimiterUnavailable when it fails closed, and passes the module's
-    error replies on as redis.ResponseError (a server error, never a pass).
+    (or the script's) error replies on as redis.ResponseError (a server
+    error, never a pass). `mode`: "auto", "module" or "script" (mode.py).
     """
 
     def __init__(
@@ -159,15 +167,16 @@ class RateLimiter:
         prefix: str = "ratelimit:",
         timeout: float = 1.0,
         fail_open: bool = True,
+        mode: Mode = "auto",
     ) -> None:
         self.redis = transport.check_sync_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, allow_async=False)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=False)
 
     def with_limits(self, *limits: Limit) -> RateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return RateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,  # type: ignore[arg-type]
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open,
+            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
         )
 
     def charges(self, request: Any) -> list[Charge]:
@@ -180,7 +189,7 @@ class RateLimiter:
         return out
 
     def _call(self, args: list[str]) -> Any:
-        return transport.call_sync(self.redis, args, self.core.timeout)
+        return transport.call_sync(self.redis, args, self.core.timeout, self.core.mode)
 
     def check(self, request: Any = None) -> Optional[Decision]:
         charges = self.charges(request)
@@ -255,15 +264,16 @@ class AsyncRateLimiter:
         prefix: str = "ratelimit:",
         timeout: float = 1.0,
         fail_open: bool = True,
+        mode: Mode = "auto",
     ) -> None:
         self.redis = transport.check_async_client(redis)
-        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, allow_async=True)
+        self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, mode, allow_async=True)
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
         return AsyncRateLimiter(
             self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,
-            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open,
+            prefix=self.core.prefix, timeout=self.core.timeout, fail_open=self.core.fail_open, mode=self.core.mode,
         )
 
     async def charges(self, request: Any) -> list[Charge]:
@@ -272,11 +282,14 @@ class AsyncRateLimiter:
             key = limit.key or self.core.key
             cost = await _maybe_await(limit.cost(request)) if callable(limit.cost) else limit.cost
             quota = await _maybe_await(limit.limit(request)) if callable(limit.limit) else limit.limit
-            out.append(self.core.charge(limit, name, await _maybe_await(key(request)), cost, quota))
+            partition = key(request)
+            if not isinstance(partition, str):  # an async key function's awaitable
+                partition = await _maybe_await(partition)
+            out.append(self.core.charge(limit, name, partition, cost, quota))
         return out
 
     async def _call(self, args: list[str]) -> Any:
-        return await transport.call_async(self.redis, args, self.core.timeout)
+        return await transport.call_async(self.redis, args, self.core.timeout, self.core.mode)
 
     async def check(self, request: Any = None) -> Optional[Decision]:
         charges = await self.charges(request)

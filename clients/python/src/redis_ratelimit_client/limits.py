@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Awaitable, Callable, Literal, Optional, Union
 
 Algorithm = Literal["tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog"]
@@ -104,9 +105,25 @@ class Limit:
         assert value is not None  # validated
         return value
 
+    @cached_property
+    def parameter_text(self) -> str:
+        """The parameter as the module takes it (once: every request sends it)."""
+        return number_text(self.parameter)
+
     def check_fill_time(self, path: str, limit: int) -> None:
         if self.is_bucket and limit / self.parameter > 1e12:
             raise ConfigurationError(f"{path}.rate: limit / rate must be at most 1e12 seconds")
+
+    def key_name(self, limit: int) -> str:
+        """The last part of this limit's Redis key for a request whose quota
+        is `limit`: its name; for an unnamed limit, what it is (algorithm,
+        limit, rate or window, and a quota unit other than requests), so
+        that different unnamed limiters never share state and identical
+        ones do."""
+        if self.name is not None:
+            return self.name
+        spec = f"{self.algorithm}:{limit}:{self.parameter_text}"
+        return spec if self.quota_unit == "requests" else f"{spec}:{self.quota_unit}"
 
     def window_seconds(self, limit: int) -> int:
         """The draft's `w` for this limit's quota `limit`: whole seconds, at

@@ -10,14 +10,19 @@ next call opens a fresh connection.
 On a cluster the command goes to the node owning its first key's slot; a
 MOVED reply (the command did not run there) refreshes the slot map and
 sends it once more; an ASK (the slot is being migrated and the key has left
-already) sends it once to the importing node, after ASKING."""
+already) sends it once to the importing node, after ASKING.
+
+What is sent for a call depends on the mode (mode.py): the module command,
+or the Lua library's EVALSHA (and EVAL after NOSCRIPT), on the same
+connection, under the same timeout."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import weakref
-from typing import Any, Optional, Union
+from typing import Any, Awaitable, Optional, Union, cast
 
 import redis
 import redis.asyncio
@@ -37,6 +42,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .limits import ConfigurationError
+from .mode import Mode, Talk, talk
 
 SyncClient = Union[redis.Redis, redis.cluster.RedisCluster]
 AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster]
@@ -76,8 +82,17 @@ def check_async_client(client: object) -> AsyncClient:
     )
 
 
+# Per client class: isinstance with redis-py's client classes (typing
+# Protocols) costs microseconds, and every call asks.
+_cluster_classes: dict[type, bool] = {}
+
+
 def is_cluster(client: object) -> bool:
-    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+    cls = type(client)
+    known = _cluster_classes.get(cls)
+    if known is None:
+        known = _cluster_classes[cls] = issubclass(cls, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+    return known
 
 
 class _OwnConnections:
@@ -121,14 +136,42 @@ class _OwnConnections:
 _own = _OwnConnections()
 
 
-def _send_sync(pool: Any, args: list[str], timeout: float, asking: bool = False) -> Any:
-    connection = _own.take(pool, timeout)
+def _run_sync(connection: Any, commands: Talk) -> Any:
+    """Sends each command the talk yields, hands it the reply or the error reply; its result."""
     try:
-        if asking:  # the slot is being imported there: ASKING lets the next command in
-            connection.send_command("ASKING")
-            connection.read_response()
-        connection.send_command(*args)
-        reply = connection.read_response()
+        command = next(commands)
+        while True:
+            connection.send_command(*command)
+            try:
+                reply = connection.read_response()
+            except ResponseError as error:
+                command = commands.throw(error)
+            else:
+                command = commands.send(reply)
+    except StopIteration as done:
+        return done.value
+
+
+async def _run_async(connection: Any, commands: Talk) -> Any:
+    """As _run_sync, on an asyncio connection."""
+    try:
+        command = next(commands)
+        while True:
+            await connection.send_command(*command)
+            try:
+                reply = await connection.read_response()
+            except ResponseError as error:
+                command = commands.throw(error)
+            else:
+                command = commands.send(reply)
+    except StopIteration as done:
+        return done.value
+
+
+def _send_sync(pool: Any, args: list[str], timeout: float, mode: Mode, asking: bool = False) -> Any:
+    connection = _own.take(pool, timeout)
+    try:  # asking: the slot is being imported there; ASKING lets the next command in
+        reply = _run_sync(connection, talk(mode, connection, args, asking))
     except ResponseError:
         _own.give_back(pool, connection)
         raise
@@ -152,9 +195,10 @@ def _sync_node(cluster: Any, key: str, ask: Optional[AskError]) -> Any:
     return node
 
 
-def call_sync(client: SyncClient, args: list[str], timeout: float) -> Any:
-    """The reply to `args`; ResponseError for an error reply; Unavailable
-    when Redis is unreachable or does not answer within `timeout` seconds."""
+def call_sync(client: SyncClient, args: list[str], timeout: float, mode: Mode = "auto") -> Any:
+    """The reply to the module call `args`, made in `mode`; ResponseError for
+    an error reply; Unavailable when Redis is unreachable or does not answer
+    within `timeout` seconds."""
     try:
         ask: Optional[AskError] = None
         for attempt in (1, 2):
@@ -165,7 +209,7 @@ def call_sync(client: SyncClient, args: list[str], timeout: float) -> Any:
             else:
                 pool = client.connection_pool
             try:
-                return _send_sync(pool, args, timeout, asking=ask is not None)
+                return _send_sync(pool, args, timeout, mode, asking=ask is not None)
             except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
                 if attempt == 2 or not isinstance(client, redis.cluster.RedisCluster):
                     raise
@@ -182,12 +226,27 @@ def call_sync(client: SyncClient, args: list[str], timeout: float) -> Any:
     raise AssertionError("unreachable")
 
 
-async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str]) -> Any:
+async def _connected(connection: Any) -> None:
+    """Connected before the mode is looked up (a connect forgets it). As
+    _OwnConnections.take: a socket the server closed (a restart) reads as
+    ready, so it reconnects first (redis-py's pool skips this check while its
+    maintenance notifications are on, as they are by default)."""
+    if connection.is_connected:
+        try:
+            if not await connection.can_read():
+                return
+        except (ConnectionError, TimeoutError, OSError):
+            pass
+        await connection.disconnect()
+    await connection.connect()
+
+
+async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str], mode: Mode) -> Any:
     pool: Any = client.connection_pool
     connection = await pool.get_connection()
     try:
-        await connection.send_command(*args)
-        return await connection.read_response()
+        await _connected(connection)
+        return await _run_async(connection, talk(mode, connection, args))
     except ResponseError:
         raise
     except BaseException:
@@ -197,7 +256,7 @@ async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str]) -
         await pool.release(connection)
 
 
-async def _send_async_cluster(client: Any, args: list[str]) -> Any:
+async def _send_async_cluster(client: Any, args: list[str], mode: Mode) -> Any:
     ask: Optional[AskError] = None
     for attempt in (1, 2):
         await client.initialize()
@@ -207,11 +266,9 @@ async def _send_async_cluster(client: Any, args: list[str]) -> Any:
             raise Unavailable(f"no node serves the slot of {key!r}" if ask is None else f"ASK to {ask.host}:{ask.port}, an unknown node")
         connection = node.acquire_connection()
         try:
-            if ask is not None:  # the slot is being imported there: ASKING lets the next command in
-                await connection.send_command("ASKING")
-                await connection.read_response()
-            await connection.send_command(*args)
-            return await connection.read_response()
+            await _connected(connection)
+            # After an ASK the slot is being imported there: ASKING lets the next command in.
+            return await _run_async(connection, talk(mode, connection, args, asking=ask is not None))
         except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
             if attempt == 2:
                 raise
@@ -229,12 +286,22 @@ async def _send_async_cluster(client: Any, args: list[str]) -> Any:
     raise AssertionError("unreachable")
 
 
-async def call_async(client: AsyncClient, args: list[str], timeout: float) -> Any:
+async def _within(timeout: float, call: Awaitable[Any]) -> Any:
+    """`call`'s result, cancelled after `timeout` seconds. asyncio.timeout
+    (Python 3.11+) runs it in the caller's task; wait_for makes a task per
+    call, which doubled the event loop's turns per check."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await call
+    return await asyncio.wait_for(call, timeout)
+
+
+async def call_async(client: AsyncClient, args: list[str], timeout: float, mode: Mode = "auto") -> Any:
     """As call_sync, for the asyncio clients."""
     try:
-        if isinstance(client, redis.asyncio.cluster.RedisCluster):
-            return await asyncio.wait_for(_send_async_cluster(client, args), timeout)
-        return await asyncio.wait_for(_send_async_standalone(client, args), timeout)
+        if is_cluster(client):
+            return await _within(timeout, _send_async_cluster(client, args, mode))
+        return await _within(timeout, _send_async_standalone(cast(redis.asyncio.Redis, client), args, mode))
     except RedisError as error:
         if unavailable(error):
             raise Unavailable(str(error) or type(error).__name__) from error
