@@ -195,7 +195,7 @@ local function general()
         window = 'ERR window must be a decimal number of seconds from 0.001 to 1000000000000',
         now = 'ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999',
         count = 'ERR n must be an integer from 0 to 9007199254740991',
-        algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG',
+        algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY',
         numkeys = 'ERR numkeys must be a positive integer',
         repeated = 'ERR a key may appear only once',
         wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value',
