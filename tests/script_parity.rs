@@ -34,8 +34,13 @@ const MAX_UNITS: u64 = (1 << 53) - 1;
 const MAX_TIME_US: u64 = 253_402_300_799_999_999;
 const SECOND: u64 = 1_000_000;
 
-const ALGORITHMS: [&str; 5] =
-    ["TOKENBUCKET", "LEAKYBUCKET", "FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG"];
+const ALGORITHMS: [&str; 6] =
+    ["TOKENBUCKET", "LEAKYBUCKET", "FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG", "CONCURRENCY"];
+
+/// The command that takes from a limit of `algorithm` on its own key.
+fn take_command(algorithm: &str) -> String {
+    if algorithm == "CONCURRENCY" { "RL.ACQUIRE".into() } else { format!("RL.{algorithm}") }
+}
 
 /// A server with the module and one without, the script loaded there.
 struct Modes {
@@ -98,6 +103,8 @@ enum Op {
     Peek,
     Refund,
     Multi,
+    Release,
+    Renew,
 }
 
 /// A call, with what the expiry check needs: its keys and each key's `n`.
@@ -212,6 +219,17 @@ fn bad_value(rng: &mut StdRng, what: usize, algorithm: &str) -> String {
     bad
 }
 
+/// A lease id: mostly the small ones a key gives out (held, run out,
+/// released or never given), at times 0 or the largest.
+fn random_lease_id(rng: &mut StdRng) -> String {
+    match rng.gen_range(0..20) {
+        0 => "0".into(),
+        1 => MAX_UNITS.to_string(),
+        2 => rng.gen_range(1..=MAX_UNITS).to_string(),
+        _ => rng.gen_range(1..=6u64).to_string(),
+    }
+}
+
 fn random_count(rng: &mut StdRng, size: &str) -> String {
     let size: u64 = size.parse().unwrap_or(1);
     match rng.gen_range(0..40) {
@@ -290,9 +308,11 @@ fn random_sequence(
     calls
 }
 
-/// A take, peek, refund or RL.MULTI on the sequence's keys at `now`; one
-/// call in fifty has a bad argument, and one in a hundred names another
-/// algorithm than the key holds.
+/// A take, peek, refund or RL.MULTI on the sequence's keys at `now`, and
+/// on a concurrency key a release or a renewal; one call in fifty has a
+/// bad argument, and one in a hundred names another algorithm than the key
+/// holds. `refunds`: refunds and releases too (calls that can delete a
+/// key).
 /// `slow`: counts from 0 to 3 and never another algorithm than the key's
 /// (whose parameters, a window taken for a rate, would expire the key
 /// within milliseconds).
@@ -333,6 +353,13 @@ fn random_call(
             (key.clone(), limit, n)
         })
         .collect();
+    let op = match rng.gen_range(0..10) {
+        _ if op != Op::Take || specs[0].1.algorithm != "CONCURRENCY" => op,
+        0..=2 if refunds => Op::Release,
+        3..=4 => Op::Renew,
+        _ => Op::Take,
+    };
+    let mut id = random_lease_id(rng);
     let mut now = now;
     if rng.gen_range(0..50) == 0 {
         let what = rng.gen_range(0..4);
@@ -343,19 +370,17 @@ fn random_call(
             2 => now = bad_value(rng, 2, ""),
             _ => spec.2 = bad_value(rng, 3, ""),
         }
+        if what == 0 {
+            id = ["-1", "x", "", "1.5", "9007199254740992"].choose(rng).unwrap().to_string();
+        }
     }
     let keys: Vec<String> = specs.iter().map(|s| s.0.clone()).collect();
     let counts: Vec<String> = specs.iter().map(|s| s.2.clone()).collect();
     let (key, limit, n) = &specs[0];
     let args: Vec<String> = match op {
         Op::Take => {
-            let mut args = vec![
-                format!("RL.{}", limit.algorithm),
-                key.clone(),
-                limit.a.clone(),
-                limit.b.clone(),
-                now,
-            ];
+            let mut args =
+                vec![take_command(limit.algorithm), key.clone(), limit.a.clone(), limit.b.clone(), now];
             // n left out means 1.
             if !(n == "1" && rng.gen_range(0..3) == 0) {
                 args.push(n.clone());
@@ -376,6 +401,8 @@ fn random_call(
             }
             args
         }
+        Op::Release => vec!["RL.RELEASE".into(), key.clone(), id, now],
+        Op::Renew => vec!["RL.RENEW".into(), key.clone(), id, limit.b.clone(), now],
         Op::Refund => vec![
             "RL.REFUND".into(),
             key.clone(),
@@ -496,6 +523,11 @@ fn writes(call: &Call, reply: &Value, existed: &[bool]) -> Vec<Option<i64>> {
         Op::Refund => {
             let fields = array(reply);
             vec![(existed[0] && counted(0)).then(|| int(&fields[4]))]
+        }
+        // `[released or renewed, held, reset_after_ms]`
+        Op::Release | Op::Renew => {
+            let fields = array(reply);
+            vec![(int(&fields[0]) == 1).then(|| int(&fields[2]))]
         }
         Op::Multi => {
             let reply = array(reply);
@@ -623,7 +655,9 @@ fn compare_exactly(
 
 fn algorithm_of(call: &Call) -> Vec<String> {
     match call.op {
+        Op::Take if call.args[0].eq_ignore_ascii_case("RL.ACQUIRE") => vec!["CONCURRENCY".into()],
         Op::Take => vec![call.args[0][3..].to_uppercase()],
+        Op::Release | Op::Renew => vec!["CONCURRENCY".into()],
         Op::Peek | Op::Refund => vec![call.args[2].to_uppercase()],
         Op::Multi => {
             let count = call.keys.len();
@@ -639,7 +673,7 @@ fn random_sequences_on_given_times_agree_exactly() {
     let mut rng = StdRng::seed_from_u64(0x5c41f7);
     let mut per_algorithm = std::collections::HashMap::<String, usize>::new();
     let mut total = 0;
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 600).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 600).enumerate() {
         let calls = random_sequence(&mut rng, &format!("s{index}"), algorithm, 25);
         let compared = compare_exactly(module, script, &modes.sha, &calls);
         for call in &calls[..compared] {
@@ -677,7 +711,7 @@ fn random_star_sequence(
         .map(|(key, limit)| Call {
             op: Op::Take,
             args: vec![
-                format!("RL.{}", limit.algorithm),
+                take_command(limit.algorithm),
                 key.clone(),
                 limit.a.clone(),
                 limit.b.clone(),
@@ -706,7 +740,7 @@ fn the_server_clock_behind_the_keys_agrees_exactly() {
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x57a2);
     let (mut compared, mut stars) = (0, 0);
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 60).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 60).enumerate() {
         let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
         let done = compare_exactly(module, script, &modes.sha, &calls);
         compared += done;
@@ -743,21 +777,38 @@ fn run_timed(con: &mut redis::Connection, sha: Option<&str>, call: &Call) -> (An
 /// apart: every field exactly but the waits (retry_after_ms,
 /// reset_after_ms, delay_ms, RL.MULTI's retry_after_ms), which may differ
 /// by the tolerance when positive.
-fn agree_within(module: &Value, script: &Value, tolerance: i64) -> bool {
+fn agree_within(call: &Call, module: &Value, script: &Value, tolerance: i64) -> bool {
     fn fields(module: &[Value], script: &[Value], tolerance: i64, waits: &[usize]) -> bool {
         module.len() == script.len()
             && module.iter().zip(script).enumerate().all(|(i, (m, s))| match (m, s) {
                 (Value::Int(m), Value::Int(s)) if waits.contains(&i) && *m > 0 && *s > 0 => {
                     (m - s).abs() <= tolerance
                 }
-                (Value::Array(m), Value::Array(s)) => fields(m, s, tolerance, &[3, 4, 5]),
                 (m, s) => show(m) == show(s),
             })
     }
+    // A limit's waits; a concurrency limit's sixth field is its lease id.
+    let waits = |algorithm: &str| -> &[usize] {
+        if algorithm == "CONCURRENCY" { &[3, 4] } else { &[3, 4, 5] }
+    };
+    let algorithms = algorithm_of(call);
     match (module, script) {
         (Value::Array(m), Value::Array(s)) if matches!(m.first(), Some(Value::Int(_))) => {
-            let multi = matches!(m.get(2), Some(Value::Array(_)));
-            fields(m, s, tolerance, if multi { &[1] } else { &[3, 4, 5] })
+            match call.op {
+                Op::Multi if m.len() == s.len() => {
+                    fields(&m[..2], &s[..2], tolerance, &[1])
+                        && m[2..].iter().zip(&s[2..]).zip(&algorithms).all(|((m, s), algorithm)| {
+                            match (m, s) {
+                                (Value::Array(m), Value::Array(s)) => {
+                                    fields(m, s, tolerance, waits(algorithm))
+                                }
+                                _ => false,
+                            }
+                        })
+                }
+                Op::Release | Op::Renew => fields(m, s, tolerance, &[2]),
+                _ => fields(m, s, tolerance, waits(&algorithms[0])),
+            }
         }
         _ => show(module) == show(script),
     }
@@ -785,7 +836,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
     };
     let (mut module_expiry, mut script_expiry) = Default::default();
     let mut checked = 0;
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 8).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 8).enumerate() {
         let mut keys = vec![(format!("{{c{index}}}:main"), slow(&mut rng, algorithm))];
         for side in 0..2 {
             let other = ALGORITHMS.choose(&mut rng).unwrap();
@@ -803,7 +854,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
             // by an earlier call of the sequence: that call's gap too.
             let tolerance = gap + widest_gap + 1;
             assert!(
-                agree_within(&m.reply, &s.reply, tolerance),
+                agree_within(&call, &m.reply, &s.reply, tolerance),
                 "{:?}: module {} script {} (tolerance {tolerance} ms)",
                 call.args,
                 show(&m.reply),
@@ -824,7 +875,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 1600);
+    assert_eq!(checked, ALGORITHMS.len() * 8 * 40);
 }
 
 /// A call in raw bytes (arguments that are not UTF-8 included), on the
@@ -1227,7 +1278,7 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
     let mut rng = StdRng::seed_from_u64(0xc105);
     let mut compared = 0;
     let mut served = std::collections::HashSet::new();
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 30).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 30).enumerate() {
         let tag = format!("k{index}");
         let calls = random_sequence(&mut rng, &tag, algorithm, 25);
         let node = node_serving(&nodes, &format!("{{{tag}}}"));
