@@ -379,8 +379,13 @@ fn random_call(
     let (key, limit, n) = &specs[0];
     let args: Vec<String> = match op {
         Op::Take => {
-            let mut args =
-                vec![take_command(limit.algorithm), key.clone(), limit.a.clone(), limit.b.clone(), now];
+            let mut args = vec![
+                take_command(limit.algorithm),
+                key.clone(),
+                limit.a.clone(),
+                limit.b.clone(),
+                now,
+            ];
             // n left out means 1.
             if !(n == "1" && rng.gen_range(0..3) == 0) {
                 args.push(n.clone());
@@ -923,7 +928,10 @@ fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>,
 fn bad_input_gets_the_module_errors_and_changes_nothing() {
     let modes = modes();
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
-    let setup: [&[&str]; 9] = [
+    let setup: [&[&str]; 11] = [
+        // Lease 1 (2 slots) until 1100 s, lease 2 (1 slot) until 1050 s.
+        &["RL.ACQUIRE", "c", "5", "100", "1000", "2"],
+        &["RL.ACQUIRE", "c", "5", "50", "1000", "1"],
         &["RL.TOKENBUCKET", "tb", "10", "0.001", "1700000000", "3"],
         &["RL.LEAKYBUCKET", "lb", "10", "0.001", "1700000000", "3"],
         &["RL.FIXEDWINDOW", "fw", "10", "100000", "1700000000", "3"],
@@ -940,7 +948,7 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         assert!(!matches!(raw_call(module, None, &bytes), Value::ServerError(_)));
         assert!(!matches!(raw_call(script, sha, &bytes), Value::ServerError(_)));
     }
-    let keys = ["tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
+    let keys = ["c", "tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
     let before = (snapshot(module, &keys), snapshot(script, &keys));
 
     let mut cases: Vec<Vec<Vec<u8>>> = Vec::new();
@@ -1144,6 +1152,82 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
             b"1",
         ]);
     }
+    // tests/bad_input.rs's bad_lease_calls_change_nothing, but for
+    // RL.LEASEAPPLY (the module's replication form).
+    for id in [&b"-1"[..], b"x", b"", b"1.5", b"9007199254740992"] {
+        add(&[b"RL.RELEASE", b"c", id, b"1000"]);
+        add(&[b"RL.RENEW", b"c", id, b"10", b"1000"]);
+    }
+    for lease in [&b"0"[..], b"0.0009", b"-1", b"nan", b"1000000000000.000001", b""] {
+        add(&[b"RL.RENEW", b"c", b"1", lease, b"1000"]);
+        add(&[b"RL.ACQUIRE", b"c", b"5", lease, b"1000"]);
+        add(&[b"RL.PEEK", b"c", b"CONCURRENCY", b"5", lease, b"1000"]);
+        add(&[b"RL.MULTI", b"1", b"c", b"1000", b"concurrency", b"5", lease, b"1"]);
+    }
+    for now in [&b"-1"[..], b"nan", b"253402300800", b"**"] {
+        add(&[b"RL.RELEASE", b"c", b"1", now]);
+        add(&[b"RL.RENEW", b"c", b"1", b"10", now]);
+        add(&[b"RL.ACQUIRE", b"c", b"5", b"10", now]);
+    }
+    for limit in [&b"0"[..], b"9007199254740992", b"-1", b""] {
+        add(&[b"RL.ACQUIRE", b"c", limit, b"10", b"1000"]);
+    }
+    for n in [&b"-1"[..], b"9007199254740992", b"1.5"] {
+        add(&[b"RL.ACQUIRE", b"c", b"5", b"10", b"1000", n]);
+    }
+    add(&[b"RL.RELEASE", b"c", b"1"]);
+    add(&[b"RL.RELEASE", b"c", b"1", b"1000", b"1"]);
+    add(&[b"RL.RENEW", b"c", b"1", b"1000"]);
+    add(&[b"RL.RENEW", b"c", b"1", b"10", b"1000", b"1"]);
+    add(&[b"RL.ACQUIRE", b"c", b"5", b"10"]);
+    add(&[b"RL.ACQUIRE", b"c", b"5", b"10", b"1000", b"1", b"1"]);
+    // Several errors at once: the id before the lease before the time.
+    add(&[b"RL.RENEW", b"c", b"x", b"0", b"x"]);
+    add(&[b"RL.RENEW", b"c", b"1", b"0", b"x"]);
+    add(&[b"RL.RELEASE", b"c", b"x", b"x"]);
+    add(&[b"RL.REFUND", b"c", b"CONCURRENCY", b"5", b"100", b"1000", b"1"]);
+    add(&[b"RL.REFUND", b"c", b"CONCURRENCY", b"5", b"0", b"1000", b"1"]);
+    add(&[b"RL.REFUND", b"tb", b"CONCURRENCY", b"5", b"100", b"1000", b"1"]);
+    for key in [&b"tb"[..], b"string", b"list"] {
+        add(&[b"RL.RELEASE", key, b"1", b"1000"]);
+        add(&[b"RL.RENEW", key, b"1", b"10", b"1000"]);
+        add(&[b"RL.ACQUIRE", key, b"5", b"10", b"1000"]);
+        add(&[b"RL.ACQUIRE", key, b"5", b"10", b"1000", b"0"]);
+        add(&[b"RL.PEEK", key, b"CONCURRENCY", b"5", b"10", b"1000"]);
+        add(&[
+            b"RL.MULTI",
+            b"2",
+            b"fresh",
+            key,
+            b"1000",
+            b"CONCURRENCY",
+            b"5",
+            b"10",
+            b"1",
+            b"CONCURRENCY",
+            b"5",
+            b"10",
+            b"1",
+        ]);
+    }
+    // A concurrency key is no other algorithm's.
+    add(&[b"RL.TOKENBUCKET", b"c", b"10", b"1", b"1000"]);
+    add(&[b"RL.PEEK", b"c", b"SLIDINGLOG", b"10", b"1", b"1000"]);
+    add(&[
+        b"RL.MULTI",
+        b"2",
+        b"fresh",
+        b"c",
+        b"1000",
+        b"CONCURRENCY",
+        b"5",
+        b"10",
+        b"1",
+        b"FIXEDWINDOW",
+        b"5",
+        b"10",
+        b"1",
+    ]);
     assert!(cases.len() >= 400, "{} cases", cases.len());
     for case in &cases {
         let parts: Vec<&[u8]> = case.iter().map(|p| p.as_slice()).collect();
@@ -1163,6 +1247,17 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         before,
         "a bad call changed a key"
     );
+    // Releasing or renewing what is not held answers, and changes nothing.
+    for (call, reply) in [
+        (&[&b"RL.RELEASE"[..], b"c", b"0", b"1000"][..], "[0, 3, 100000]"),
+        (&[b"RL.RENEW", b"c", b"9", b"10", b"1000"], "[0, 3, 100000]"),
+        (&[b"RL.RELEASE", b"fresh", b"1", b"1000"], "[0, 0, 0]"),
+        (&[b"RL.RENEW", b"fresh", b"1", b"10", b"1000"], "[0, 0, 0]"),
+    ] {
+        assert_eq!(show(&raw_call(module, None, call)), reply);
+        assert_eq!(show(&raw_call(script, Some(&modes.sha), call)), reply);
+    }
+    assert_eq!((snapshot(module, &keys), snapshot(script, &keys)), before);
 }
 
 /// What only script mode can meet: a string that holds script state of
@@ -1175,7 +1270,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
     let script = &mut modes.script.connect();
     const CORRUPT: &str = "ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; it is left unchanged";
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-    let cases: [(&str, &str, &str); 24] = [
+    let cases: &[(&str, &str, &str)] = &[
         ("TOKENBUCKET", "rl1:tb:abc:1", CORRUPT),
         ("TOKENBUCKET", "rl1:tb:01:5", CORRUPT),
         ("TOKENBUCKET", "rl1:tb:1:05", CORRUPT),
@@ -1200,14 +1295,41 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
         ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:fw:1:1", WRONGTYPE),
         ("FIXEDWINDOW", "tokens=5", WRONGTYPE),
+        // Leases: none, no next id, a lease cut short or run out by the
+        // last update, or longer than the longest lease; no slot; ids not
+        // rising from 1 or not below the next id, which is at most 2^53;
+        // more than 2^53 - 1 slots; a time after 9999; leading zeros.
+        ("CONCURRENCY", "rl1:cc:", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:1,", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:1:7", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:5:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:1000000000000000006:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:0", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:0:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:4:2:6:1,2:7:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:4:3:6:1,2:7:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:2:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:9007199254740993:1:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:4:1:6:9007199254740991,2:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:253402300800000000:2:1:253402300800000001:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:05:2:1:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:01:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:1 ", CORRUPT),
+        ("CONCURRENCY", "rl1:fw:1:1", WRONGTYPE),
+        ("TOKENBUCKET", "rl1:cc:5:2:1:6:1", WRONGTYPE),
+        ("SLIDINGLOG", "rl1:cc:5:2:1:6:1", WRONGTYPE),
     ];
-    for (algorithm, value, expected) in cases {
+    for &(algorithm, value, expected) in cases {
         let _: () =
             redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
         let before = snapshot(script, &["k"]);
         let second = if is_bucket(algorithm) { "1" } else { "10" };
+        let concurrency = algorithm == "CONCURRENCY";
         for call in [
-            vec![format!("RL.{algorithm}"), "k".into(), "10".into(), second.into(), "*".into()],
+            vec![take_command(algorithm), "k".into(), "10".into(), second.into(), "*".into()],
             vec![
                 "RL.PEEK".into(),
                 "k".into(),
@@ -1235,9 +1357,23 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
                 second.into(),
                 "1".into(),
             ],
+            vec!["RL.RELEASE".into(), "k".into(), "1".into(), "*".into()],
+            vec!["RL.RENEW".into(), "k".into(), "1".into(), "10".into(), "*".into()],
         ] {
+            let lease_call = call[0] == "RL.RELEASE" || call[0] == "RL.RENEW";
+            if lease_call && !concurrency && value.starts_with("rl1:cc:") {
+                continue; // leases that are whole, taken for another algorithm
+            }
             let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
             let reply = raw_call(script, Some(&modes.sha), &parts);
+            let expected = if call[0] == "RL.REFUND" && concurrency {
+                "ERR a concurrency limit takes no refund: release its lease with RL.RELEASE"
+            } else if lease_call && !concurrency {
+                // Any value that is not leases is another algorithm's.
+                WRONGTYPE
+            } else {
+                expected
+            };
             assert_eq!(show(&reply), expected, "{value}: {call:?}");
             assert_eq!(snapshot(script, &["k"]), before, "{value}: {call:?} changed the key");
         }
@@ -1255,6 +1391,10 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
         &["RL.PEEK", "m", "TOKENBUCKET", "10", "0.001", "*"],
         &["RL.REFUND", "m", "TOKENBUCKET", "10", "0.001", "*", "1"],
         &["RL.MULTI", "1", "m", "*", "TOKENBUCKET", "10", "0.001", "1"],
+        &["RL.ACQUIRE", "m", "10", "10", "*"],
+        &["RL.RELEASE", "m", "1", "*"],
+        &["RL.RENEW", "m", "1", "10", "*"],
+        &["RL.PEEK", "m", "CONCURRENCY", "10", "10", "*"],
     ] {
         let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
         assert_eq!(show(&raw_call(module, Some(&sha), &parts)), both_modes, "{call:?}");
@@ -1384,7 +1524,7 @@ fn random_arguments_get_the_module_replies() {
     let modes = modes();
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0xf022);
-    let tokens: [&[u8]; 39] = [
+    let tokens: &[&[u8]] = &[
         b"0",
         b"1",
         b"2",
@@ -1421,11 +1561,13 @@ fn random_arguments_get_the_module_replies() {
         b"FixedWindow",
         b"SLIDINGWINDOW",
         b"slidinglog",
+        b"CONCURRENCY",
+        b"Concurrency",
         b"GCRA",
         b"00000000000000000001",
         b"000000000000000000001",
     ];
-    let commands: [&[u8]; 10] = [
+    let commands: &[&[u8]] = &[
         b"RL.TOKENBUCKET",
         b"rl.tokenbucket",
         b"RL.LEAKYBUCKET",
@@ -1436,6 +1578,10 @@ fn random_arguments_get_the_module_replies() {
         b"RL.REFUND",
         b"RL.MULTI",
         b"Rl.Peek",
+        b"RL.ACQUIRE",
+        b"rl.acquire",
+        b"RL.RELEASE",
+        b"RL.RENEW",
     ];
     for i in 0..3000 {
         let command = *commands.choose(&mut rng).unwrap();
