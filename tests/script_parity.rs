@@ -601,13 +601,13 @@ fn past_2_53(value: &Value) -> bool {
 /// shrunk capacity at a slow rate) script mode must refuse with
 /// REPLY_RANGE; a refund there changes the module's key but not the
 /// script's, so the sequence is compared up to that call. Returns the
-/// number of calls compared.
+/// module's replies to the calls compared.
 fn compare_exactly(
     module: &mut redis::Connection,
     script: &mut redis::Connection,
     sha: &str,
     calls: &[Call],
-) -> usize {
+) -> Vec<Value> {
     let (ours, module_clock) = run(module, None, calls, true);
     let (theirs, script_clock) = run(script, Some(sha), calls, true);
     let mut compared = calls.len();
@@ -655,7 +655,7 @@ fn compare_exactly(
     let calls = &calls[..compared];
     check_expiry("module", calls, &ours[..compared], module_clock, &mut Default::default());
     check_expiry("script", calls, &theirs[..compared], script_clock, &mut Default::default());
-    compared
+    ours.into_iter().take(compared).map(|answer| answer.reply).collect()
 }
 
 fn algorithm_of(call: &Call) -> Vec<String> {
@@ -677,20 +677,72 @@ fn random_sequences_on_given_times_agree_exactly() {
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x5c41f7);
     let mut per_algorithm = std::collections::HashMap::<String, usize>::new();
+    // What the concurrency calls did: leases taken (and with an id past
+    // 1), acquires denied, releases and renewals of held leases and of
+    // others.
+    let mut leases = std::collections::BTreeMap::<&str, usize>::new();
     let mut total = 0;
     for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 600).enumerate() {
         let calls = random_sequence(&mut rng, &format!("s{index}"), algorithm, 25);
-        let compared = compare_exactly(module, script, &modes.sha, &calls);
-        for call in &calls[..compared] {
+        let replies = compare_exactly(module, script, &modes.sha, &calls);
+        for (call, reply) in calls.iter().zip(&replies) {
             for name in algorithm_of(call) {
                 *per_algorithm.entry(name).or_default() += 1;
             }
+            let Value::Array(fields) = reply else { continue };
+            let what = match (call.op, fields.as_slice()) {
+                (Op::Take, [Value::Int(1), .., Value::Int(id)])
+                    if call.args[0].eq_ignore_ascii_case("RL.ACQUIRE") =>
+                {
+                    if *id > 1 {
+                        "acquired, id > 1"
+                    } else if *id == 1 {
+                        "acquired, id 1"
+                    } else {
+                        "looked"
+                    }
+                }
+                (Op::Take, [Value::Int(0), ..])
+                    if call.args[0].eq_ignore_ascii_case("RL.ACQUIRE") =>
+                {
+                    "denied"
+                }
+                (Op::Release, [Value::Int(done), ..]) => {
+                    if *done == 1 {
+                        "released"
+                    } else {
+                        "release of no lease"
+                    }
+                }
+                (Op::Renew, [Value::Int(done), ..]) => {
+                    if *done == 1 {
+                        "renewed"
+                    } else {
+                        "renewal of no lease"
+                    }
+                }
+                _ => continue,
+            };
+            *leases.entry(what).or_default() += 1;
         }
-        total += compared;
+        total += replies.len();
     }
     eprintln!("calls compared per algorithm: {per_algorithm:?} ({total} calls in all)");
+    eprintln!("concurrency: {leases:?}");
     for algorithm in ALGORITHMS {
         assert!(per_algorithm[algorithm] >= 10_000, "{algorithm}: {per_algorithm:?}");
+    }
+    for what in [
+        "acquired, id 1",
+        "acquired, id > 1",
+        "looked",
+        "denied",
+        "released",
+        "release of no lease",
+        "renewed",
+        "renewal of no lease",
+    ] {
+        assert!(leases.get(what).copied().unwrap_or(0) >= 100, "{what}: {leases:?}");
     }
 }
 
@@ -747,7 +799,7 @@ fn the_server_clock_behind_the_keys_agrees_exactly() {
     let (mut compared, mut stars) = (0, 0);
     for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 60).enumerate() {
         let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
-        let done = compare_exactly(module, script, &modes.sha, &calls);
+        let done = compare_exactly(module, script, &modes.sha, &calls).len();
         compared += done;
         stars += calls[..done].iter().filter(|c| c.args.iter().any(|a| a == "*")).count();
     }
@@ -1423,7 +1475,7 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
         let calls = random_sequence(&mut rng, &tag, algorithm, 25);
         let node = node_serving(&nodes, &format!("{{{tag}}}"));
         served.insert(node.port);
-        compared += compare_exactly(module, &mut node.connect(), &sha, &calls);
+        compared += compare_exactly(module, &mut node.connect(), &sha, &calls).len();
     }
     assert_eq!(served.len(), 3, "the sequences' keys spread over every node");
     assert!(compared >= 2500, "{compared} calls compared");
