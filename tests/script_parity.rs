@@ -1660,3 +1660,95 @@ fn random_arguments_get_the_module_replies() {
         assert_eq!(show(&theirs), expected, "{printable:?}");
     }
 }
+
+/// Concurrency at the ends of its ranges, exactly: the largest limit, `n`
+/// and lease at the last microsecond of 9999, the shortest lease, the
+/// largest lease id, and a key that has given out every id (written with
+/// RL.SETSTATE on the module, as its `rl1:cc` string in script mode)
+/// refusing new leases until its last one is gone, then starting again
+/// from 1. The last release deletes the key on both servers.
+#[test]
+fn concurrency_at_the_ends_of_its_ranges_agrees_exactly() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let far = (client_us() / 1000 + 1_000_000_000).to_string();
+    let _: () = redis::cmd("RL.SETSTATE")
+        .arg("spent")
+        .arg("CONCURRENCY")
+        .arg(&["1000000000", "9007199254740992", "9007199254740991", "1001000000", "1"])
+        .arg("PXAT")
+        .arg(&far)
+        .query(module)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("spent")
+        .arg("rl1:cc:1000000000:9007199254740992:9007199254740991:1001000000:1")
+        .arg("PXAT")
+        .arg(&far)
+        .query(script)
+        .unwrap();
+    let max = "9007199254740991";
+    let end = "253402300799.999999";
+    let session: &[(&[&str], &str)] = &[
+        // Every id given: none until lease 9007199254740991 is gone.
+        (&["RL.ACQUIRE", "spent", "5", "10", "1000", "1"], "[0, 4, 5, 1000, 1000, 0]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1000", "0"], "[1, 4, 5, 0, 1000, 0]"),
+        (&["RL.PEEK", "spent", "CONCURRENCY", "5", "10", "1000"], "[0, 4, 5, 1000, 1000, 0]"),
+        (&["RL.RENEW", "spent", max, "10", "1000"], "[1, 1, 10000]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1009.999999", "1"], "[0, 4, 5, 1, 1, 0]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1010", "1"], "[1, 4, 5, 0, 10000, 1]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1010", "1"], "[1, 3, 5, 0, 10000, 2]"),
+        (&["RL.RELEASE", "spent", max, "1010"], "[0, 2, 10000]"),
+        // The largest limit, n and lease at the end of 9999.
+        (
+            &["RL.ACQUIRE", "top", max, "1000000000000", end, max],
+            "[1, 0, 9007199254740991, 0, 1000000000000000, 1]",
+        ),
+        (
+            &["RL.ACQUIRE", "top", max, "1000000000000", end, "1"],
+            "[0, 0, 9007199254740991, 1000000000000000, 1000000000000000, 0]",
+        ),
+        (
+            &["RL.ACQUIRE", "top", max, "1000000000000", end, "9007199254740992"],
+            "ERR n must be an integer from 0 to 9007199254740991",
+        ),
+        (&["RL.RENEW", "top", "1", "0.001", end], "[1, 9007199254740991, 1]"),
+        (
+            &["RL.RENEW", "top", "1", "1000000000000", end],
+            "[1, 9007199254740991, 1000000000000000]",
+        ),
+        (
+            &["RL.RENEW", "top", max, "1000000000000", end],
+            "[0, 9007199254740991, 1000000000000000]",
+        ),
+        (&["RL.RELEASE", "top", "1", end], "[1, 0, 0]"),
+        // The shortest lease, counted to the microsecond.
+        (&["RL.ACQUIRE", "short", "1", "0.001", "1000", "1"], "[1, 0, 1, 0, 1, 1]"),
+        (&["RL.ACQUIRE", "short", "1", "0.001", "1000.000999", "1"], "[0, 0, 1, 1, 1, 0]"),
+        (&["RL.RELEASE", "short", "1", "1000.001"], "[0, 0, 0]"),
+        (
+            &["RL.MULTI", "1", "short", "1000.001", "CONCURRENCY", "1", "0.001", "1"],
+            "[1, 0, [1, 0, 1, 0, 1, 1]]",
+        ),
+        (
+            &["RL.ACQUIRE", "short", "1", "0.0005", "1000.001", "0"],
+            "ERR lease must be a decimal number of seconds from 0.001 to 1000000000000",
+        ),
+        (&["RL.RELEASE", "short", "1", "1000.001"], "[1, 0, 0]"),
+    ];
+    for (call, expected) in session {
+        let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(show(&raw_call(module, None, &parts)), *expected, "module: {call:?}");
+        assert_eq!(
+            show(&raw_call(script, Some(&modes.sha), &parts)),
+            *expected,
+            "script: {call:?}"
+        );
+    }
+    let state: Option<String> = redis::cmd("GET").arg("spent").query(script).unwrap();
+    assert_eq!(state.as_deref(), Some("rl1:cc:1010000000:3:1:1020000000:1,2:1020000000:1"));
+    for con in [module, script] {
+        let exists: i64 = redis::cmd("EXISTS").arg(&["top", "short"]).query(con).unwrap();
+        assert_eq!(exists, 0, "the last release deletes the key");
+    }
+}
