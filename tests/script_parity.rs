@@ -1,8 +1,9 @@
 //! Script mode against the module: lua/ratelimit.lua on a server without
 //! the module answers every call as the module does on another server.
 //!
-//! - Random sequences on given times (every algorithm, RL.MULTI of mixed
-//!   algorithms, RL.PEEK, RL.REFUND, n = 0, parameters and times at both
+//! - Random sequences on given times (every algorithm, concurrency limits
+//!   with RL.RELEASE and RL.RENEW of held, run-out and unknown leases,
+//!   RL.MULTI of mixed algorithms, RL.PEEK, RL.REFUND, n = 0, parameters and times at both
 //!   ends of their ranges and just past them, times going backwards,
 //!   fractional microseconds): identical replies, errors included, at least
 //!   10,000 calls per algorithm. Each key's sequence runs in one MULTI/EXEC
