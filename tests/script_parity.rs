@@ -1533,7 +1533,7 @@ fn the_readme_session_runs_as_shown() {
         assert_eq!(reply, expected, "{command}");
         ran += 1;
     }
-    assert_eq!(ran, 7);
+    assert_eq!(ran, 9);
 }
 
 /// The one corner where script mode is narrower: a leaky bucket whose
