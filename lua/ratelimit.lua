@@ -5,9 +5,12 @@
 --
 -- KEYS are the module command's keys in its order; ARGV[1] is the module
 -- command's name (any case): RL.TOKENBUCKET, RL.LEAKYBUCKET, RL.FIXEDWINDOW,
--- RL.SLIDINGWINDOW, RL.SLIDINGLOG, RL.MULTI, RL.PEEK, RL.REFUND; ARGV[2..]
--- are its own arguments without the keys (and, for RL.MULTI, numkeys). The
--- reply is the module's, field for field; errors are its error strings.
+-- RL.SLIDINGWINDOW, RL.SLIDINGLOG, RL.MULTI, RL.PEEK, RL.REFUND, and the
+-- concurrency limits' RL.ACQUIRE, RL.RELEASE, RL.RENEW (CONCURRENCY in
+-- RL.MULTI and RL.PEEK too; RL.REFUND refuses it, as the module does);
+-- ARGV[2..] are its own arguments without the keys (and, for RL.MULTI,
+-- numkeys). The reply is the module's, field for field; errors are its
+-- error strings.
 -- `now` = `*` reads the server's clock (TIME). Uses nothing of the Lua API
 -- newer than Redis 6.2's.
 --
@@ -28,6 +31,12 @@
 --                                             first, the first at time t1,
 --                                             each next one d microseconds
 --                                             after the one before, c units
+--   rl1:cc:<last_us>:<next_id>:<id>:<end_us>:<n>,<id>:<end_us>:<n>,...
+--                                             concurrency: the next lease
+--                                             id, then the leases in the
+--                                             order taken (ascending ids),
+--                                             each ending at end_us,
+--                                             holding n slots
 --
 -- The meaning of each field is the module's (docs/commands.md, RL.SETSTATE).
 -- The key expires when the limiter is fresh again (PTTL = reset_after_ms);
@@ -196,6 +205,9 @@ local function general()
         now = 'ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999',
         count = 'ERR n must be an integer from 0 to 9007199254740991',
         algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY',
+        lease = 'ERR lease must be a decimal number of seconds from 0.001 to 1000000000000',
+        lease_id = 'ERR lease_id must be an integer from 0 to 9007199254740991',
+        refund_concurrency = 'ERR a concurrency limit takes no refund: release its lease with RL.RELEASE',
         numkeys = 'ERR numkeys must be an integer from 1 to 1000',
         repeated = 'ERR a key may appear only once',
         wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value',
@@ -515,10 +527,12 @@ local function general()
         FIXEDWINDOW = 'fw',
         SLIDINGWINDOW = 'sw',
         SLIDINGLOG = 'sl',
+        CONCURRENCY = 'cc',
     }
 
     -- A limit: its algorithm's code, `size` (capacity or limit) and `per`
-    -- (refill in pico-units per microsecond, or the window in microseconds).
+    -- (refill in pico-units per microsecond, or the window or the lease in
+    -- microseconds).
     local function parse_limit(algorithm, a, b)
         local size = integer(a)
         local ok_size = in_range(size, 1, MAX_UNITS)
@@ -541,7 +555,7 @@ local function general()
         end
         local window = micros(b)
         if not in_range(window, 1000, MAX_SPAN_US) then
-            fail(E.window)
+            fail(algorithm == 'CONCURRENCY' and E.lease or E.window)
         end
         return { code = ALGORITHMS[algorithm], size = size, per = window }
     end
@@ -940,6 +954,145 @@ local function general()
         return { times = times, counts = counts, total = total, last = kept > 0 and times[kept] or 0 }
     end
 
+    -- Concurrency (src/algorithms/concurrency.rs) --------------------------------
+    -- Leases: `last`, the last update; `next_id`, the id the next lease
+    -- gets; `held`, the leases in the order taken (ascending ids), each
+    -- { id, ends (Unix microseconds), n (slots) }. A lease that ends at E
+    -- holds its slots while t < E. No lease left is no key: ids start again
+    -- at 1.
+
+    local MAX_ID = MAX_UNITS
+    local NO_LEASES = { last = 0, next_id = 1, held = {} }
+
+    -- Slots held at `now`, and milliseconds until every live lease but
+    -- lease `except` has run out.
+    local function leases_at(leases, now, except)
+        local held, reset = 0, 0
+        for _, lease in ipairs(leases.held) do
+            if lt(now, lease.ends) then
+                held = held + lease.n
+                if lease.id ~= except then
+                    reset = bigger(reset, ms_between(now, lease.ends))
+                end
+            end
+        end
+        return held, reset
+    end
+
+    local function live_lease(leases, now, id)
+        for _, lease in ipairs(leases.held) do
+            if lt(now, lease.ends) and eq(lease.id, id) then
+                return lease
+            end
+        end
+        return nil
+    end
+
+    local concurrency = {}
+
+    -- RL.ACQUIRE: `n` slots under a new lease when at most `limit` are then
+    -- held; the verdict's `lease` is its id (0: none taken).
+    function concurrency.take(leases, now, p, n)
+        leases = leases or NO_LEASES
+        now = bigger(now, leases.last)
+        local limit = p.size
+        local held, reset = leases_at(leases, now)
+        local remaining = max(limit - held, 0)
+        local v
+        if n > limit then
+            v = never(remaining, reset)
+        elseif held > limit - n then
+            -- Wait for the leases that run out first until n fit.
+            local ends = {}
+            for _, lease in ipairs(leases.held) do
+                if lt(now, lease.ends) then
+                    ends[#ends + 1] = lease
+                end
+            end
+            table.sort(ends, function(a, b)
+                return lt(a.ends, b.ends)
+            end)
+            local must_free, freed, retry = held - (limit - n), 0, reset
+            for _, lease in ipairs(ends) do
+                freed = freed + lease.n
+                if freed >= must_free then
+                    retry = ms_between(now, lease.ends)
+                    break
+                end
+            end
+            v = denied(remaining, retry, reset)
+        else
+            local next_id = held == 0 and 1 or leases.next_id
+            if n > 0 and lt(MAX_ID, next_id) then
+                -- Every id was given out: they start again once no lease is left.
+                v = denied(remaining, reset, reset)
+            elseif n == 0 then
+                v = admitted(remaining, reset, nil)
+            else
+                local ends = add(now, p.per)
+                local store = { op = 'acquire', at = now, id = next_id, ends = ends, n = n }
+                v = admitted(remaining - n, bigger(reset, ms_between(now, ends)), store)
+                v.lease = next_id
+            end
+        end
+        v.lease = v.lease or 0
+        return v
+    end
+
+    -- RL.RELEASE: frees lease `id` when it is still held at `now`.
+    function concurrency.release(leases, now, id)
+        leases = leases or NO_LEASES
+        now = bigger(now, leases.last)
+        local held, reset = leases_at(leases, now)
+        local lease = live_lease(leases, now, id)
+        if not lease then
+            return { done = false, held = held, reset = reset }
+        end
+        local _, others = leases_at(leases, now, lease.id)
+        return { done = true, held = held - lease.n, reset = others, store = { op = 'release', at = now, id = id } }
+    end
+
+    -- RL.RENEW: makes lease `id`, when still held at `now`, run out at
+    -- `now + lease_us`.
+    function concurrency.renew(leases, now, id, lease_us)
+        leases = leases or NO_LEASES
+        now = bigger(now, leases.last)
+        local held, reset = leases_at(leases, now)
+        local lease = live_lease(leases, now, id)
+        if not lease then
+            return { done = false, held = held, reset = reset }
+        end
+        local ends = add(now, lease_us)
+        local _, others = leases_at(leases, now, lease.id)
+        local store = { op = 'renew', at = now, id = id, ends = ends }
+        return { done = true, held = held, reset = bigger(others, ms_between(now, ends)), store = store }
+    end
+
+    -- The leases after a change: those run out by its time dropped (the
+    -- clock moved there, never back), then the lease added, freed or
+    -- renewed.
+    local function leases_changed(leases, change)
+        leases = leases or NO_LEASES
+        local at = bigger(change.at, leases.last)
+        local held = {}
+        for _, lease in ipairs(leases.held) do
+            if lt(at, lease.ends) then
+                if change.op == 'renew' and eq(lease.id, change.id) then
+                    lease = { id = lease.id, ends = change.ends, n = lease.n }
+                end
+                if not (change.op == 'release' and eq(lease.id, change.id)) then
+                    held[#held + 1] = lease
+                end
+            end
+        end
+        local next_id = #held == 0 and 1 or leases.next_id
+        if change.op == 'acquire' then
+            next_id = bigger(next_id, add(change.id, 1))
+            held[#held + 1] = { id = change.id, ends = change.ends, n = change.n }
+        end
+        return { last = at, next_id = next_id, held = held }
+    end
+
     -- Stored values ---------------------------------------------------------------
 
     local MODULES = {
@@ -948,6 +1101,7 @@ local function general()
         fw = fixed_window,
         sw = sliding_window,
         sl = sliding_log,
+        cc = concurrency,
     }
 
     -- A stored field: digits with no leading zero.
@@ -1060,6 +1214,54 @@ local function general()
         return 'rl1:sl:' .. concat(parts, ',')
     end
 
+    -- rl1:cc:<last_us>:<next_id>:<id>:<end_us>:<n>,<id>:<end_us>:<n>,...
+    -- Only what a command could have stored: at least one lease, each live
+    -- at the last update and for at most the longest lease after it, of at
+    -- least 1 slot, 2^53 - 1 in all; ids rising from 1, below the next id,
+    -- which is at most 2^53.
+    function DECODE.cc(body)
+        local _, stop, last_text, next_text = find(body, '^([0-9]+):([0-9]+):')
+        if not stop then
+            fail(E.corrupt)
+        end
+        local last, next_id = stored_time(last_text), field(next_text)
+        local held, total, previous, length = {}, 0, 0, #body
+        local position = stop + 1
+        while true do
+            local id, ends, count
+            _, stop, id, ends, count = find(body, '^([0-9]+):([0-9]+):([0-9]+)', position)
+            if not stop then
+                fail(E.corrupt)
+            end
+            id, ends, count = field(id), field(ends), stored_units(count, 1)
+            total = total + count
+            if not lt(previous, id) or not lt(last, ends) or lt(MAX_SPAN_US, sub(ends, last)) or total > MAX_UNITS then
+                fail(E.corrupt)
+            end
+            held[#held + 1] = { id = id, ends = ends, n = count }
+            previous = id
+            if stop == length then
+                break
+            end
+            if sub_str(body, stop + 1, stop + 1) ~= ',' then
+                fail(E.corrupt)
+            end
+            position = stop + 2
+        end
+        if not lt(previous, next_id) or lt(add(MAX_ID, 1), next_id) then
+            fail(E.corrupt)
+        end
+        return { last = last, next_id = next_id, held = held }
+    end
+
+    function ENCODE.cc(leases)
+        local parts = {}
+        for i, lease in ipairs(leases.held) do
+            parts[i] = to_decimal(lease.id) .. ':' .. to_decimal(lease.ends) .. ':' .. format('%d', lease.n)
+        end
+        return 'rl1:cc:' .. to_decimal(leases.last) .. ':' .. to_decimal(leases.next_id) .. ':' .. concat(parts, ',')
+    end
+
     -- The state of `key` for algorithm `code`: nil for a missing key.
     local function read(key, code)
         local value = redis.pcall('GET', key)
@@ -1097,6 +1299,8 @@ local function general()
         end
         if code == 'sl' then
             change = log_changed(state or EMPTY_LOG, change)
+        elseif code == 'cc' then
+            change = leases_changed(state, change)
         end
         redis.call('SET', key, ENCODE[code](change), 'PX', to_decimal(v.reset))
     end
@@ -1112,6 +1316,8 @@ local function general()
         local f = { v.allowed and 1 or 0, v.remaining, limit.size, v.retry, v.reset }
         if limit.code == 'lb' then
             f[6] = v.delay
+        elseif limit.code == 'cc' then
+            f[6] = v.lease
         end
         return f
     end
@@ -1144,6 +1350,7 @@ local function general()
     single('RL.FIXEDWINDOW', 'FIXEDWINDOW')
     single('RL.SLIDINGWINDOW', 'SLIDINGWINDOW')
     single('RL.SLIDINGLOG', 'SLIDINGLOG')
+    single('RL.ACQUIRE', 'CONCURRENCY')
 
     -- RL.PEEK key ALGORITHM a b now [n]
     function COMMANDS.PEEK(keys, argv)
@@ -1159,6 +1366,8 @@ local function general()
         local state = read(keys[1], limit.code)
         local v = run(limit, 'take', state, now or server_now(), n)
         check_range(v)
+        -- Nothing is taken, so no lease is held.
+        v.lease = v.lease and 0
         return fields(limit, v)
     end
 
@@ -1170,6 +1379,9 @@ local function general()
         local limit = parse_spec(argv[2], argv[3], argv[4])
         local now = parse_now(argv[5])
         local n = parse_count(argv[6])
+        if limit.code == 'cc' then
+            fail(E.refund_concurrency) -- a slot comes back by its lease's id
+        end
         local state = read(keys[1], limit.code)
         local v = run(limit, 'refund', state, now or server_now(), n)
         check_range(v)
@@ -1234,6 +1446,47 @@ local function general()
             reply[2] = retry
         end
         return reply
+    end
+
+    -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
+    -- `[released or renewed, held, reset_after_ms]`.
+    local function parse_lease_id(s)
+        local id = integer(s)
+        if id == nil or lt(MAX_UNITS, id) then
+            fail(E.lease_id)
+        end
+        return id
+    end
+
+    local function on_lease(key, now, call)
+        local state = read(key, 'cc')
+        local result = call(state, now or server_now())
+        commit(key, { code = 'cc' }, state, result)
+        return { result.done and 1 or 0, result.held, result.reset }
+    end
+
+    COMMANDS['RL.RELEASE'] = function(keys, argv)
+        if #keys ~= 1 or #argv ~= 3 then
+            fail(arity('RL.RELEASE'))
+        end
+        local id, now = parse_lease_id(argv[2]), parse_now(argv[3])
+        return on_lease(keys[1], now, function(state, at)
+            return concurrency.release(state, at, id)
+        end)
+    end
+
+    COMMANDS['RL.RENEW'] = function(keys, argv)
+        if #keys ~= 1 or #argv ~= 4 then
+            fail(arity('RL.RENEW'))
+        end
+        local id, lease = parse_lease_id(argv[2]), micros(argv[3])
+        if not in_range(lease, 1000, MAX_SPAN_US) then
+            fail(E.lease)
+        end
+        local now = parse_now(argv[4])
+        return on_lease(keys[1], now, function(state, at)
+            return concurrency.renew(state, at, id, lease)
+        end)
     end
 
     COMMANDS['RL.PEEK'], COMMANDS['RL.REFUND'], COMMANDS['RL.MULTI'] = COMMANDS.PEEK, COMMANDS.REFUND, COMMANDS.MULTI

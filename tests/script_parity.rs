@@ -1,8 +1,9 @@
 //! Script mode against the module: lua/ratelimit.lua on a server without
 //! the module answers every call as the module does on another server.
 //!
-//! - Random sequences on given times (every algorithm, RL.MULTI of mixed
-//!   algorithms, RL.PEEK, RL.REFUND, n = 0, parameters and times at both
+//! - Random sequences on given times (every algorithm, concurrency limits
+//!   with RL.RELEASE and RL.RENEW of held, run-out and unknown leases,
+//!   RL.MULTI of mixed algorithms, RL.PEEK, RL.REFUND, n = 0, parameters and times at both
 //!   ends of their ranges and just past them, times going backwards,
 //!   fractional microseconds): identical replies, errors included, at least
 //!   10,000 calls per algorithm. Each key's sequence runs in one MULTI/EXEC
@@ -34,8 +35,13 @@ const MAX_UNITS: u64 = (1 << 53) - 1;
 const MAX_TIME_US: u64 = 253_402_300_799_999_999;
 const SECOND: u64 = 1_000_000;
 
-const ALGORITHMS: [&str; 5] =
-    ["TOKENBUCKET", "LEAKYBUCKET", "FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG"];
+const ALGORITHMS: [&str; 6] =
+    ["TOKENBUCKET", "LEAKYBUCKET", "FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG", "CONCURRENCY"];
+
+/// The command that takes from a limit of `algorithm` on its own key.
+fn take_command(algorithm: &str) -> String {
+    if algorithm == "CONCURRENCY" { "RL.ACQUIRE".into() } else { format!("RL.{algorithm}") }
+}
 
 /// A server with the module and one without, the script loaded there.
 struct Modes {
@@ -98,6 +104,8 @@ enum Op {
     Peek,
     Refund,
     Multi,
+    Release,
+    Renew,
 }
 
 /// A call, with what the expiry check needs: its keys and each key's `n`.
@@ -212,6 +220,17 @@ fn bad_value(rng: &mut StdRng, what: usize, algorithm: &str) -> String {
     bad
 }
 
+/// A lease id: mostly the small ones a key gives out (held, run out,
+/// released or never given), at times 0 or the largest.
+fn random_lease_id(rng: &mut StdRng) -> String {
+    match rng.gen_range(0..20) {
+        0 => "0".into(),
+        1 => MAX_UNITS.to_string(),
+        2 => rng.gen_range(1..=MAX_UNITS).to_string(),
+        _ => rng.gen_range(1..=6u64).to_string(),
+    }
+}
+
 fn random_count(rng: &mut StdRng, size: &str) -> String {
     let size: u64 = size.parse().unwrap_or(1);
     match rng.gen_range(0..40) {
@@ -290,9 +309,11 @@ fn random_sequence(
     calls
 }
 
-/// A take, peek, refund or RL.MULTI on the sequence's keys at `now`; one
-/// call in fifty has a bad argument, and one in a hundred names another
-/// algorithm than the key holds.
+/// A take, peek, refund or RL.MULTI on the sequence's keys at `now`, and
+/// on a concurrency key a release or a renewal; one call in fifty has a
+/// bad argument, and one in a hundred names another algorithm than the key
+/// holds. `refunds`: refunds and releases too (calls that can delete a
+/// key).
 /// `slow`: counts from 0 to 3 and never another algorithm than the key's
 /// (whose parameters, a window taken for a rate, would expire the key
 /// within milliseconds).
@@ -333,6 +354,13 @@ fn random_call(
             (key.clone(), limit, n)
         })
         .collect();
+    let op = match rng.gen_range(0..10) {
+        _ if op != Op::Take || specs[0].1.algorithm != "CONCURRENCY" => op,
+        0..=2 if refunds => Op::Release,
+        3..=4 => Op::Renew,
+        _ => Op::Take,
+    };
+    let mut id = random_lease_id(rng);
     let mut now = now;
     if rng.gen_range(0..50) == 0 {
         let what = rng.gen_range(0..4);
@@ -343,6 +371,9 @@ fn random_call(
             2 => now = bad_value(rng, 2, ""),
             _ => spec.2 = bad_value(rng, 3, ""),
         }
+        if what == 0 {
+            id = ["-1", "x", "", "1.5", "9007199254740992"].choose(rng).unwrap().to_string();
+        }
     }
     let keys: Vec<String> = specs.iter().map(|s| s.0.clone()).collect();
     let counts: Vec<String> = specs.iter().map(|s| s.2.clone()).collect();
@@ -350,7 +381,7 @@ fn random_call(
     let args: Vec<String> = match op {
         Op::Take => {
             let mut args = vec![
-                format!("RL.{}", limit.algorithm),
+                take_command(limit.algorithm),
                 key.clone(),
                 limit.a.clone(),
                 limit.b.clone(),
@@ -376,6 +407,8 @@ fn random_call(
             }
             args
         }
+        Op::Release => vec!["RL.RELEASE".into(), key.clone(), id, now],
+        Op::Renew => vec!["RL.RENEW".into(), key.clone(), id, limit.b.clone(), now],
         Op::Refund => vec![
             "RL.REFUND".into(),
             key.clone(),
@@ -497,6 +530,11 @@ fn writes(call: &Call, reply: &Value, existed: &[bool]) -> Vec<Option<i64>> {
             let fields = array(reply);
             vec![(existed[0] && counted(0)).then(|| int(&fields[4]))]
         }
+        // `[released or renewed, held, reset_after_ms]`
+        Op::Release | Op::Renew => {
+            let fields = array(reply);
+            vec![(int(&fields[0]) == 1).then(|| int(&fields[2]))]
+        }
         Op::Multi => {
             let reply = array(reply);
             let allowed = int(&reply[0]) == 1;
@@ -564,13 +602,13 @@ fn past_2_53(value: &Value) -> bool {
 /// shrunk capacity at a slow rate) script mode must refuse with
 /// REPLY_RANGE; a refund there changes the module's key but not the
 /// script's, so the sequence is compared up to that call. Returns the
-/// number of calls compared.
+/// module's replies to the calls compared.
 fn compare_exactly(
     module: &mut redis::Connection,
     script: &mut redis::Connection,
     sha: &str,
     calls: &[Call],
-) -> usize {
+) -> Vec<Value> {
     let (ours, module_clock) = run(module, None, calls, true);
     let (theirs, script_clock) = run(script, Some(sha), calls, true);
     let mut compared = calls.len();
@@ -618,12 +656,14 @@ fn compare_exactly(
     let calls = &calls[..compared];
     check_expiry("module", calls, &ours[..compared], module_clock, &mut Default::default());
     check_expiry("script", calls, &theirs[..compared], script_clock, &mut Default::default());
-    compared
+    ours.into_iter().take(compared).map(|answer| answer.reply).collect()
 }
 
 fn algorithm_of(call: &Call) -> Vec<String> {
     match call.op {
+        Op::Take if call.args[0].eq_ignore_ascii_case("RL.ACQUIRE") => vec!["CONCURRENCY".into()],
         Op::Take => vec![call.args[0][3..].to_uppercase()],
+        Op::Release | Op::Renew => vec!["CONCURRENCY".into()],
         Op::Peek | Op::Refund => vec![call.args[2].to_uppercase()],
         Op::Multi => {
             let count = call.keys.len();
@@ -638,20 +678,72 @@ fn random_sequences_on_given_times_agree_exactly() {
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x5c41f7);
     let mut per_algorithm = std::collections::HashMap::<String, usize>::new();
+    // What the concurrency calls did: leases taken (and with an id past
+    // 1), acquires denied, releases and renewals of held leases and of
+    // others.
+    let mut leases = std::collections::BTreeMap::<&str, usize>::new();
     let mut total = 0;
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 600).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 600).enumerate() {
         let calls = random_sequence(&mut rng, &format!("s{index}"), algorithm, 25);
-        let compared = compare_exactly(module, script, &modes.sha, &calls);
-        for call in &calls[..compared] {
+        let replies = compare_exactly(module, script, &modes.sha, &calls);
+        for (call, reply) in calls.iter().zip(&replies) {
             for name in algorithm_of(call) {
                 *per_algorithm.entry(name).or_default() += 1;
             }
+            let Value::Array(fields) = reply else { continue };
+            let what = match (call.op, fields.as_slice()) {
+                (Op::Take, [Value::Int(1), .., Value::Int(id)])
+                    if call.args[0].eq_ignore_ascii_case("RL.ACQUIRE") =>
+                {
+                    if *id > 1 {
+                        "acquired, id > 1"
+                    } else if *id == 1 {
+                        "acquired, id 1"
+                    } else {
+                        "looked"
+                    }
+                }
+                (Op::Take, [Value::Int(0), ..])
+                    if call.args[0].eq_ignore_ascii_case("RL.ACQUIRE") =>
+                {
+                    "denied"
+                }
+                (Op::Release, [Value::Int(done), ..]) => {
+                    if *done == 1 {
+                        "released"
+                    } else {
+                        "release of no lease"
+                    }
+                }
+                (Op::Renew, [Value::Int(done), ..]) => {
+                    if *done == 1 {
+                        "renewed"
+                    } else {
+                        "renewal of no lease"
+                    }
+                }
+                _ => continue,
+            };
+            *leases.entry(what).or_default() += 1;
         }
-        total += compared;
+        total += replies.len();
     }
     eprintln!("calls compared per algorithm: {per_algorithm:?} ({total} calls in all)");
+    eprintln!("concurrency: {leases:?}");
     for algorithm in ALGORITHMS {
         assert!(per_algorithm[algorithm] >= 10_000, "{algorithm}: {per_algorithm:?}");
+    }
+    for what in [
+        "acquired, id 1",
+        "acquired, id > 1",
+        "looked",
+        "denied",
+        "released",
+        "release of no lease",
+        "renewed",
+        "renewal of no lease",
+    ] {
+        assert!(leases.get(what).copied().unwrap_or(0) >= 100, "{what}: {leases:?}");
     }
 }
 
@@ -677,7 +769,7 @@ fn random_star_sequence(
         .map(|(key, limit)| Call {
             op: Op::Take,
             args: vec![
-                format!("RL.{}", limit.algorithm),
+                take_command(limit.algorithm),
                 key.clone(),
                 limit.a.clone(),
                 limit.b.clone(),
@@ -706,9 +798,9 @@ fn the_server_clock_behind_the_keys_agrees_exactly() {
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x57a2);
     let (mut compared, mut stars) = (0, 0);
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 60).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 60).enumerate() {
         let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
-        let done = compare_exactly(module, script, &modes.sha, &calls);
+        let done = compare_exactly(module, script, &modes.sha, &calls).len();
         compared += done;
         stars += calls[..done].iter().filter(|c| c.args.iter().any(|a| a == "*")).count();
     }
@@ -743,21 +835,38 @@ fn run_timed(con: &mut redis::Connection, sha: Option<&str>, call: &Call) -> (An
 /// apart: every field exactly but the waits (retry_after_ms,
 /// reset_after_ms, delay_ms, RL.MULTI's retry_after_ms), which may differ
 /// by the tolerance when positive.
-fn agree_within(module: &Value, script: &Value, tolerance: i64) -> bool {
+fn agree_within(call: &Call, module: &Value, script: &Value, tolerance: i64) -> bool {
     fn fields(module: &[Value], script: &[Value], tolerance: i64, waits: &[usize]) -> bool {
         module.len() == script.len()
             && module.iter().zip(script).enumerate().all(|(i, (m, s))| match (m, s) {
                 (Value::Int(m), Value::Int(s)) if waits.contains(&i) && *m > 0 && *s > 0 => {
                     (m - s).abs() <= tolerance
                 }
-                (Value::Array(m), Value::Array(s)) => fields(m, s, tolerance, &[3, 4, 5]),
                 (m, s) => show(m) == show(s),
             })
     }
+    // A limit's waits; a concurrency limit's sixth field is its lease id.
+    let waits = |algorithm: &str| -> &[usize] {
+        if algorithm == "CONCURRENCY" { &[3, 4] } else { &[3, 4, 5] }
+    };
+    let algorithms = algorithm_of(call);
     match (module, script) {
         (Value::Array(m), Value::Array(s)) if matches!(m.first(), Some(Value::Int(_))) => {
-            let multi = matches!(m.get(2), Some(Value::Array(_)));
-            fields(m, s, tolerance, if multi { &[1] } else { &[3, 4, 5] })
+            match call.op {
+                Op::Multi if m.len() == s.len() => {
+                    fields(&m[..2], &s[..2], tolerance, &[1])
+                        && m[2..].iter().zip(&s[2..]).zip(&algorithms).all(|((m, s), algorithm)| {
+                            match (m, s) {
+                                (Value::Array(m), Value::Array(s)) => {
+                                    fields(m, s, tolerance, waits(algorithm))
+                                }
+                                _ => false,
+                            }
+                        })
+                }
+                Op::Release | Op::Renew => fields(m, s, tolerance, &[2]),
+                _ => fields(m, s, tolerance, waits(&algorithms[0])),
+            }
         }
         _ => show(module) == show(script),
     }
@@ -785,7 +894,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
     };
     let (mut module_expiry, mut script_expiry) = Default::default();
     let mut checked = 0;
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 8).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 8).enumerate() {
         let mut keys = vec![(format!("{{c{index}}}:main"), slow(&mut rng, algorithm))];
         for side in 0..2 {
             let other = ALGORITHMS.choose(&mut rng).unwrap();
@@ -803,7 +912,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
             // by an earlier call of the sequence: that call's gap too.
             let tolerance = gap + widest_gap + 1;
             assert!(
-                agree_within(&m.reply, &s.reply, tolerance),
+                agree_within(&call, &m.reply, &s.reply, tolerance),
                 "{:?}: module {} script {} (tolerance {tolerance} ms)",
                 call.args,
                 show(&m.reply),
@@ -824,7 +933,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 1600);
+    assert_eq!(checked, ALGORITHMS.len() * 8 * 40);
 }
 
 /// A call in raw bytes (arguments that are not UTF-8 included), on the
@@ -872,7 +981,10 @@ fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>,
 fn bad_input_gets_the_module_errors_and_changes_nothing() {
     let modes = modes();
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
-    let setup: [&[&str]; 9] = [
+    let setup: [&[&str]; 11] = [
+        // Lease 1 (2 slots) until 1100 s, lease 2 (1 slot) until 1050 s.
+        &["RL.ACQUIRE", "c", "5", "100", "1000", "2"],
+        &["RL.ACQUIRE", "c", "5", "50", "1000", "1"],
         &["RL.TOKENBUCKET", "tb", "10", "0.001", "1700000000", "3"],
         &["RL.LEAKYBUCKET", "lb", "10", "0.001", "1700000000", "3"],
         &["RL.FIXEDWINDOW", "fw", "10", "100000", "1700000000", "3"],
@@ -889,7 +1001,7 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         assert!(!matches!(raw_call(module, None, &bytes), Value::ServerError(_)));
         assert!(!matches!(raw_call(script, sha, &bytes), Value::ServerError(_)));
     }
-    let keys = ["tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
+    let keys = ["c", "tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
     let before = (snapshot(module, &keys), snapshot(script, &keys));
 
     let mut cases: Vec<Vec<Vec<u8>>> = Vec::new();
@@ -1093,6 +1205,82 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
             b"1",
         ]);
     }
+    // tests/bad_input.rs's bad_lease_calls_change_nothing, but for
+    // RL.LEASEAPPLY (the module's replication form).
+    for id in [&b"-1"[..], b"x", b"", b"1.5", b"9007199254740992"] {
+        add(&[b"RL.RELEASE", b"c", id, b"1000"]);
+        add(&[b"RL.RENEW", b"c", id, b"10", b"1000"]);
+    }
+    for lease in [&b"0"[..], b"0.0009", b"-1", b"nan", b"1000000000000.000001", b""] {
+        add(&[b"RL.RENEW", b"c", b"1", lease, b"1000"]);
+        add(&[b"RL.ACQUIRE", b"c", b"5", lease, b"1000"]);
+        add(&[b"RL.PEEK", b"c", b"CONCURRENCY", b"5", lease, b"1000"]);
+        add(&[b"RL.MULTI", b"1", b"c", b"1000", b"concurrency", b"5", lease, b"1"]);
+    }
+    for now in [&b"-1"[..], b"nan", b"253402300800", b"**"] {
+        add(&[b"RL.RELEASE", b"c", b"1", now]);
+        add(&[b"RL.RENEW", b"c", b"1", b"10", now]);
+        add(&[b"RL.ACQUIRE", b"c", b"5", b"10", now]);
+    }
+    for limit in [&b"0"[..], b"9007199254740992", b"-1", b""] {
+        add(&[b"RL.ACQUIRE", b"c", limit, b"10", b"1000"]);
+    }
+    for n in [&b"-1"[..], b"9007199254740992", b"1.5"] {
+        add(&[b"RL.ACQUIRE", b"c", b"5", b"10", b"1000", n]);
+    }
+    add(&[b"RL.RELEASE", b"c", b"1"]);
+    add(&[b"RL.RELEASE", b"c", b"1", b"1000", b"1"]);
+    add(&[b"RL.RENEW", b"c", b"1", b"1000"]);
+    add(&[b"RL.RENEW", b"c", b"1", b"10", b"1000", b"1"]);
+    add(&[b"RL.ACQUIRE", b"c", b"5", b"10"]);
+    add(&[b"RL.ACQUIRE", b"c", b"5", b"10", b"1000", b"1", b"1"]);
+    // Several errors at once: the id before the lease before the time.
+    add(&[b"RL.RENEW", b"c", b"x", b"0", b"x"]);
+    add(&[b"RL.RENEW", b"c", b"1", b"0", b"x"]);
+    add(&[b"RL.RELEASE", b"c", b"x", b"x"]);
+    add(&[b"RL.REFUND", b"c", b"CONCURRENCY", b"5", b"100", b"1000", b"1"]);
+    add(&[b"RL.REFUND", b"c", b"CONCURRENCY", b"5", b"0", b"1000", b"1"]);
+    add(&[b"RL.REFUND", b"tb", b"CONCURRENCY", b"5", b"100", b"1000", b"1"]);
+    for key in [&b"tb"[..], b"string", b"list"] {
+        add(&[b"RL.RELEASE", key, b"1", b"1000"]);
+        add(&[b"RL.RENEW", key, b"1", b"10", b"1000"]);
+        add(&[b"RL.ACQUIRE", key, b"5", b"10", b"1000"]);
+        add(&[b"RL.ACQUIRE", key, b"5", b"10", b"1000", b"0"]);
+        add(&[b"RL.PEEK", key, b"CONCURRENCY", b"5", b"10", b"1000"]);
+        add(&[
+            b"RL.MULTI",
+            b"2",
+            b"fresh",
+            key,
+            b"1000",
+            b"CONCURRENCY",
+            b"5",
+            b"10",
+            b"1",
+            b"CONCURRENCY",
+            b"5",
+            b"10",
+            b"1",
+        ]);
+    }
+    // A concurrency key is no other algorithm's.
+    add(&[b"RL.TOKENBUCKET", b"c", b"10", b"1", b"1000"]);
+    add(&[b"RL.PEEK", b"c", b"SLIDINGLOG", b"10", b"1", b"1000"]);
+    add(&[
+        b"RL.MULTI",
+        b"2",
+        b"fresh",
+        b"c",
+        b"1000",
+        b"CONCURRENCY",
+        b"5",
+        b"10",
+        b"1",
+        b"FIXEDWINDOW",
+        b"5",
+        b"10",
+        b"1",
+    ]);
     // More keys than RL.MULTI takes (1000): refused before anything else.
     let mut too_many: Vec<Vec<u8>> = vec![b"RL.MULTI".to_vec(), b"1001".to_vec()];
     too_many.extend((0..1001).map(|i| format!("many:{i}").into_bytes()));
@@ -1120,6 +1308,17 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         before,
         "a bad call changed a key"
     );
+    // Releasing or renewing what is not held answers, and changes nothing.
+    for (call, reply) in [
+        (&[&b"RL.RELEASE"[..], b"c", b"0", b"1000"][..], "[0, 3, 100000]"),
+        (&[b"RL.RENEW", b"c", b"9", b"10", b"1000"], "[0, 3, 100000]"),
+        (&[b"RL.RELEASE", b"fresh", b"1", b"1000"], "[0, 0, 0]"),
+        (&[b"RL.RENEW", b"fresh", b"1", b"10", b"1000"], "[0, 0, 0]"),
+    ] {
+        assert_eq!(show(&raw_call(module, None, call)), reply);
+        assert_eq!(show(&raw_call(script, Some(&modes.sha), call)), reply);
+    }
+    assert_eq!((snapshot(module, &keys), snapshot(script, &keys)), before);
 }
 
 /// What only script mode can meet: a string that holds script state of
@@ -1132,7 +1331,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
     let script = &mut modes.script.connect();
     const CORRUPT: &str = "ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; it is left unchanged";
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-    let cases: [(&str, &str, &str); 24] = [
+    let cases: &[(&str, &str, &str)] = &[
         ("TOKENBUCKET", "rl1:tb:abc:1", CORRUPT),
         ("TOKENBUCKET", "rl1:tb:01:5", CORRUPT),
         ("TOKENBUCKET", "rl1:tb:1:05", CORRUPT),
@@ -1157,14 +1356,41 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
         ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:fw:1:1", WRONGTYPE),
         ("FIXEDWINDOW", "tokens=5", WRONGTYPE),
+        // Leases: none, no next id, a lease cut short or run out by the
+        // last update, or longer than the longest lease; no slot; ids not
+        // rising from 1 or not below the next id, which is at most 2^53;
+        // more than 2^53 - 1 slots; a time after 9999; leading zeros.
+        ("CONCURRENCY", "rl1:cc:", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:1,", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:1:7", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:5:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:1000000000000000006:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:0", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:0:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:4:2:6:1,2:7:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:4:3:6:1,2:7:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:2:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:9007199254740993:1:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:4:1:6:9007199254740991,2:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:253402300800000000:2:1:253402300800000001:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:05:2:1:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:01:6:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:1 ", CORRUPT),
+        ("CONCURRENCY", "rl1:fw:1:1", WRONGTYPE),
+        ("TOKENBUCKET", "rl1:cc:5:2:1:6:1", WRONGTYPE),
+        ("SLIDINGLOG", "rl1:cc:5:2:1:6:1", WRONGTYPE),
     ];
-    for (algorithm, value, expected) in cases {
+    for &(algorithm, value, expected) in cases {
         let _: () =
             redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
         let before = snapshot(script, &["k"]);
         let second = if is_bucket(algorithm) { "1" } else { "10" };
+        let concurrency = algorithm == "CONCURRENCY";
         for call in [
-            vec![format!("RL.{algorithm}"), "k".into(), "10".into(), second.into(), "*".into()],
+            vec![take_command(algorithm), "k".into(), "10".into(), second.into(), "*".into()],
             vec![
                 "RL.PEEK".into(),
                 "k".into(),
@@ -1192,9 +1418,23 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
                 second.into(),
                 "1".into(),
             ],
+            vec!["RL.RELEASE".into(), "k".into(), "1".into(), "*".into()],
+            vec!["RL.RENEW".into(), "k".into(), "1".into(), "10".into(), "*".into()],
         ] {
+            let lease_call = call[0] == "RL.RELEASE" || call[0] == "RL.RENEW";
+            if lease_call && !concurrency && value.starts_with("rl1:cc:") {
+                continue; // leases that are whole, taken for another algorithm
+            }
             let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
             let reply = raw_call(script, Some(&modes.sha), &parts);
+            let expected = if call[0] == "RL.REFUND" && concurrency {
+                "ERR a concurrency limit takes no refund: release its lease with RL.RELEASE"
+            } else if lease_call && !concurrency {
+                // Any value that is not leases is another algorithm's.
+                WRONGTYPE
+            } else {
+                expected
+            };
             assert_eq!(show(&reply), expected, "{value}: {call:?}");
             assert_eq!(snapshot(script, &["k"]), before, "{value}: {call:?} changed the key");
         }
@@ -1212,6 +1452,10 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
         &["RL.PEEK", "m", "TOKENBUCKET", "10", "0.001", "*"],
         &["RL.REFUND", "m", "TOKENBUCKET", "10", "0.001", "*", "1"],
         &["RL.MULTI", "1", "m", "*", "TOKENBUCKET", "10", "0.001", "1"],
+        &["RL.ACQUIRE", "m", "10", "10", "*"],
+        &["RL.RELEASE", "m", "1", "*"],
+        &["RL.RENEW", "m", "1", "10", "*"],
+        &["RL.PEEK", "m", "CONCURRENCY", "10", "10", "*"],
     ] {
         let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
         assert_eq!(show(&raw_call(module, Some(&sha), &parts)), both_modes, "{call:?}");
@@ -1235,12 +1479,12 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
     let mut rng = StdRng::seed_from_u64(0xc105);
     let mut compared = 0;
     let mut served = std::collections::HashSet::new();
-    for (index, algorithm) in ALGORITHMS.iter().cycle().take(5 * 30).enumerate() {
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 30).enumerate() {
         let tag = format!("k{index}");
         let calls = random_sequence(&mut rng, &tag, algorithm, 25);
         let node = node_serving(&nodes, &format!("{{{tag}}}"));
         served.insert(node.port);
-        compared += compare_exactly(module, &mut node.connect(), &sha, &calls);
+        compared += compare_exactly(module, &mut node.connect(), &sha, &calls).len();
     }
     assert_eq!(served.len(), 3, "the sequences' keys spread over every node");
     assert!(compared >= 2500, "{compared} calls compared");
@@ -1297,7 +1541,7 @@ fn the_readme_session_runs_as_shown() {
         assert_eq!(reply, expected, "{command}");
         ran += 1;
     }
-    assert_eq!(ran, 7);
+    assert_eq!(ran, 9);
 }
 
 /// The one corner where script mode is narrower: a leaky bucket whose
@@ -1341,7 +1585,7 @@ fn random_arguments_get_the_module_replies() {
     let modes = modes();
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0xf022);
-    let tokens: [&[u8]; 39] = [
+    let tokens: &[&[u8]] = &[
         b"0",
         b"1",
         b"2",
@@ -1378,11 +1622,13 @@ fn random_arguments_get_the_module_replies() {
         b"FixedWindow",
         b"SLIDINGWINDOW",
         b"slidinglog",
+        b"CONCURRENCY",
+        b"Concurrency",
         b"GCRA",
         b"00000000000000000001",
         b"000000000000000000001",
     ];
-    let commands: [&[u8]; 10] = [
+    let commands: &[&[u8]] = &[
         b"RL.TOKENBUCKET",
         b"rl.tokenbucket",
         b"RL.LEAKYBUCKET",
@@ -1393,6 +1639,10 @@ fn random_arguments_get_the_module_replies() {
         b"RL.REFUND",
         b"RL.MULTI",
         b"Rl.Peek",
+        b"RL.ACQUIRE",
+        b"rl.acquire",
+        b"RL.RELEASE",
+        b"RL.RENEW",
     ];
     for i in 0..3000 {
         let command = *commands.choose(&mut rng).unwrap();
@@ -1417,5 +1667,97 @@ fn random_arguments_get_the_module_replies() {
             parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
         let expected = if past_2_53(&ours) { REPLY_RANGE.to_string() } else { show(&ours) };
         assert_eq!(show(&theirs), expected, "{printable:?}");
+    }
+}
+
+/// Concurrency at the ends of its ranges, exactly: the largest limit, `n`
+/// and lease at the last microsecond of 9999, the shortest lease, the
+/// largest lease id, and a key that has given out every id (written with
+/// RL.SETSTATE on the module, as its `rl1:cc` string in script mode)
+/// refusing new leases until its last one is gone, then starting again
+/// from 1. The last release deletes the key on both servers.
+#[test]
+fn concurrency_at_the_ends_of_its_ranges_agrees_exactly() {
+    let modes = modes();
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let far = (client_us() / 1000 + 1_000_000_000).to_string();
+    let _: () = redis::cmd("RL.SETSTATE")
+        .arg("spent")
+        .arg("CONCURRENCY")
+        .arg(&["1000000000", "9007199254740992", "9007199254740991", "1001000000", "1"])
+        .arg("PXAT")
+        .arg(&far)
+        .query(module)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("spent")
+        .arg("rl1:cc:1000000000:9007199254740992:9007199254740991:1001000000:1")
+        .arg("PXAT")
+        .arg(&far)
+        .query(script)
+        .unwrap();
+    let max = "9007199254740991";
+    let end = "253402300799.999999";
+    let session: &[(&[&str], &str)] = &[
+        // Every id given: none until lease 9007199254740991 is gone.
+        (&["RL.ACQUIRE", "spent", "5", "10", "1000", "1"], "[0, 4, 5, 1000, 1000, 0]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1000", "0"], "[1, 4, 5, 0, 1000, 0]"),
+        (&["RL.PEEK", "spent", "CONCURRENCY", "5", "10", "1000"], "[0, 4, 5, 1000, 1000, 0]"),
+        (&["RL.RENEW", "spent", max, "10", "1000"], "[1, 1, 10000]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1009.999999", "1"], "[0, 4, 5, 1, 1, 0]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1010", "1"], "[1, 4, 5, 0, 10000, 1]"),
+        (&["RL.ACQUIRE", "spent", "5", "10", "1010", "1"], "[1, 3, 5, 0, 10000, 2]"),
+        (&["RL.RELEASE", "spent", max, "1010"], "[0, 2, 10000]"),
+        // The largest limit, n and lease at the end of 9999.
+        (
+            &["RL.ACQUIRE", "top", max, "1000000000000", end, max],
+            "[1, 0, 9007199254740991, 0, 1000000000000000, 1]",
+        ),
+        (
+            &["RL.ACQUIRE", "top", max, "1000000000000", end, "1"],
+            "[0, 0, 9007199254740991, 1000000000000000, 1000000000000000, 0]",
+        ),
+        (
+            &["RL.ACQUIRE", "top", max, "1000000000000", end, "9007199254740992"],
+            "ERR n must be an integer from 0 to 9007199254740991",
+        ),
+        (&["RL.RENEW", "top", "1", "0.001", end], "[1, 9007199254740991, 1]"),
+        (
+            &["RL.RENEW", "top", "1", "1000000000000", end],
+            "[1, 9007199254740991, 1000000000000000]",
+        ),
+        (
+            &["RL.RENEW", "top", max, "1000000000000", end],
+            "[0, 9007199254740991, 1000000000000000]",
+        ),
+        (&["RL.RELEASE", "top", "1", end], "[1, 0, 0]"),
+        // The shortest lease, counted to the microsecond.
+        (&["RL.ACQUIRE", "short", "1", "0.001", "1000", "1"], "[1, 0, 1, 0, 1, 1]"),
+        (&["RL.ACQUIRE", "short", "1", "0.001", "1000.000999", "1"], "[0, 0, 1, 1, 1, 0]"),
+        (&["RL.RELEASE", "short", "1", "1000.001"], "[0, 0, 0]"),
+        (
+            &["RL.MULTI", "1", "short", "1000.001", "CONCURRENCY", "1", "0.001", "1"],
+            "[1, 0, [1, 0, 1, 0, 1, 1]]",
+        ),
+        (
+            &["RL.ACQUIRE", "short", "1", "0.0005", "1000.001", "0"],
+            "ERR lease must be a decimal number of seconds from 0.001 to 1000000000000",
+        ),
+        (&["RL.RELEASE", "short", "1", "1000.001"], "[1, 0, 0]"),
+    ];
+    for (call, expected) in session {
+        let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(show(&raw_call(module, None, &parts)), *expected, "module: {call:?}");
+        assert_eq!(
+            show(&raw_call(script, Some(&modes.sha), &parts)),
+            *expected,
+            "script: {call:?}"
+        );
+    }
+    let state: Option<String> = redis::cmd("GET").arg("spent").query(script).unwrap();
+    assert_eq!(state.as_deref(), Some("rl1:cc:1010000000:3:1:1020000000:1,2:1020000000:1"));
+    for con in [module, script] {
+        let exists: i64 = redis::cmd("EXISTS").arg(&["top", "short"]).query(con).unwrap();
+        assert_eq!(exists, 0, "the last release deletes the key");
     }
 }
