@@ -36,6 +36,11 @@ const fn arg(
     Arg { name, kind, flags: 0, token: None, summary, subargs: &[] }
 }
 
+/// `arg` as an optional argument.
+const fn optional(arg: Arg) -> Arg {
+    Arg { flags: raw::REDISMODULE_CMD_ARG_OPTIONAL, ..arg }
+}
+
 const KEY: Arg =
     arg(c"key", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY, c"the limiter's key");
 const INTEGER: raw::RedisModuleCommandArgType =
@@ -48,10 +53,7 @@ const STRING: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
 const NOW: Arg =
     arg(c"now", STRING, c"Unix seconds with up to 6 decimals, or * for the server clock");
-const N: Arg = Arg {
-    flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-    ..arg(c"n", INTEGER, c"units to take, 1 by default; 0 only looks")
-};
+const N: Arg = optional(arg(c"n", INTEGER, c"units to take, 1 by default; 0 only looks"));
 const N_REQUIRED: Arg = arg(c"n", INTEGER, c"units");
 const ALGORITHM: Arg = arg(
     c"algorithm",
@@ -205,7 +207,7 @@ pub const DOCS: [Doc; 15] = [
                 flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
                 ..arg(c"field", INTEGER, c"the kind's fields")
             },
-            Arg { flags: raw::REDISMODULE_CMD_ARG_OPTIONAL, ..PXAT },
+            optional(PXAT),
         ],
     },
     Doc {
@@ -219,10 +221,7 @@ pub const DOCS: [Doc; 15] = [
             KEY,
             arg(c"change", STRING, c"APPEND (an admitted call's units) or REMOVE (a refund's)"),
             arg(c"cutoff_us", INTEGER, c"the units logged before this Unix microsecond leave first"),
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-                ..arg(c"at_us", INTEGER, c"APPEND only: the Unix microsecond of the new units")
-            },
+            optional(arg(c"at_us", INTEGER, c"APPEND only: the Unix microsecond of the new units")),
             N_REQUIRED,
             PXAT,
         ],
@@ -266,15 +265,9 @@ pub const DOCS: [Doc; 15] = [
             arg(c"change", STRING, c"ACQUIRE, RELEASE or RENEW"),
             arg(c"at_us", INTEGER, c"the change's Unix microsecond; leases run out by then leave first"),
             arg(c"id", INTEGER, c"the lease's id"),
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-                ..arg(c"expires_us", INTEGER, c"ACQUIRE and RENEW: the Unix microsecond the lease runs out")
-            },
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-                ..arg(c"n", INTEGER, c"ACQUIRE: the slots the lease holds")
-            },
-            Arg { flags: raw::REDISMODULE_CMD_ARG_OPTIONAL, ..PXAT },
+            optional(arg(c"expires_us", INTEGER, c"ACQUIRE and RENEW: the Unix microsecond the lease runs out")),
+            optional(arg(c"n", INTEGER, c"ACQUIRE: the slots the lease holds")),
+            optional(PXAT),
         ],
     },
     THROTTLE,
@@ -295,10 +288,7 @@ const THROTTLE: Doc = Doc {
         arg(c"max_burst", INTEGER, c"units admitted at once beyond the steady rate; the limit is max_burst + 1"),
         arg(c"count_per_period", INTEGER, c"units per period"),
         arg(c"period", INTEGER, c"seconds"),
-        Arg {
-            flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-            ..arg(c"quantity", INTEGER, c"units to take, 1 by default; 0 only looks")
-        },
+        optional(arg(c"quantity", INTEGER, c"units to take, 1 by default; 0 only looks")),
     ],
 };
 

@@ -1127,83 +1127,38 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         add(&[b"RL.MULTI", b"1", key, b"x", algorithm, b"10", second, b"1"]);
         add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"0", second, b"1"]);
         add(&[b"RL.MULTI", b"1", key, b"*", algorithm, b"10", second, b"-1"]);
-        add(&[
-            b"RL.MULTI",
-            b"2",
-            key,
-            key,
+        add(&multi_two(
+            [key, key],
             b"*",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-        ]);
+            [algorithm, b"10", second, b"1"],
+            [algorithm, b"10", second, b"1"],
+        ));
         // The limits' arguments before `now`, before repeated keys.
-        add(&[
-            b"RL.MULTI",
-            b"2",
-            key,
-            key,
+        add(&multi_two(
+            [key, key],
             b"x",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-            algorithm,
-            b"0",
-            second,
-            b"1",
-        ]);
-        add(&[
-            b"RL.MULTI",
-            b"2",
-            key,
-            key,
+            [algorithm, b"10", second, b"1"],
+            [algorithm, b"0", second, b"1"],
+        ));
+        add(&multi_two(
+            [key, key],
             b"x",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-        ]);
+            [algorithm, b"10", second, b"1"],
+            [algorithm, b"10", second, b"1"],
+        ));
         // Every key's type before anything changes: the fresh key first.
-        add(&[
-            b"RL.MULTI",
-            b"2",
-            b"fresh",
-            b"string",
+        add(&multi_two(
+            [b"fresh", b"string"],
             b"*",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-        ]);
-        add(&[
-            b"RL.MULTI",
-            b"2",
-            b"fresh",
-            b"tb",
+            [algorithm, b"10", second, b"1"],
+            [algorithm, b"10", second, b"1"],
+        ));
+        add(&multi_two(
+            [b"fresh", b"tb"],
             b"*",
-            algorithm,
-            b"10",
-            second,
-            b"1",
-            b"SLIDINGLOG",
-            b"10",
-            b"10",
-            b"1",
-        ]);
+            [algorithm, b"10", second, b"1"],
+            [b"SLIDINGLOG", b"10", b"10", b"1"],
+        ));
     }
     // tests/bad_input.rs's bad_lease_calls_change_nothing, but for
     // RL.LEASEAPPLY (the module's replication form).
@@ -1247,40 +1202,22 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         add(&[b"RL.ACQUIRE", key, b"5", b"10", b"1000"]);
         add(&[b"RL.ACQUIRE", key, b"5", b"10", b"1000", b"0"]);
         add(&[b"RL.PEEK", key, b"CONCURRENCY", b"5", b"10", b"1000"]);
-        add(&[
-            b"RL.MULTI",
-            b"2",
-            b"fresh",
-            key,
+        add(&multi_two(
+            [b"fresh", key],
             b"1000",
-            b"CONCURRENCY",
-            b"5",
-            b"10",
-            b"1",
-            b"CONCURRENCY",
-            b"5",
-            b"10",
-            b"1",
-        ]);
+            [b"CONCURRENCY", b"5", b"10", b"1"],
+            [b"CONCURRENCY", b"5", b"10", b"1"],
+        ));
     }
     // A concurrency key is no other algorithm's.
     add(&[b"RL.TOKENBUCKET", b"c", b"10", b"1", b"1000"]);
     add(&[b"RL.PEEK", b"c", b"SLIDINGLOG", b"10", b"1", b"1000"]);
-    add(&[
-        b"RL.MULTI",
-        b"2",
-        b"fresh",
-        b"c",
+    add(&multi_two(
+        [b"fresh", b"c"],
         b"1000",
-        b"CONCURRENCY",
-        b"5",
-        b"10",
-        b"1",
-        b"FIXEDWINDOW",
-        b"5",
-        b"10",
-        b"1",
-    ]);
+        [b"CONCURRENCY", b"5", b"10", b"1"],
+        [b"FIXEDWINDOW", b"5", b"10", b"1"],
+    ));
     // More keys than RL.MULTI takes (1000): refused before anything else.
     let mut too_many: Vec<Vec<u8>> = vec![b"RL.MULTI".to_vec(), b"1001".to_vec()];
     too_many.extend((0..1001).map(|i| format!("many:{i}").into_bytes()));
@@ -1760,4 +1697,17 @@ fn concurrency_at_the_ends_of_its_ranges_agrees_exactly() {
         let exists: i64 = redis::cmd("EXISTS").arg(&["top", "short"]).query(con).unwrap();
         assert_eq!(exists, 0, "the last release deletes the key");
     }
+}
+
+/// The words of `RL.MULTI 2 k1 k2 now` and two limits (ALGORITHM a b n each).
+fn multi_two<'a>(
+    keys: [&'a [u8]; 2],
+    now: &'a [u8],
+    first: [&'a [u8]; 4],
+    second: [&'a [u8]; 4],
+) -> Vec<&'a [u8]> {
+    let mut words: Vec<&[u8]> = vec![b"RL.MULTI", b"2", keys[0], keys[1], now];
+    words.extend(first);
+    words.extend(second);
+    words
 }

@@ -1,9 +1,8 @@
-// `npm pack`, then the tarball installed into a fresh app (npm takes its two
-// runtime dependencies from its cache, or from the registry on a machine
-// whose cache lacks them: `--offline` failed on a fresh machine, where
-// `npm ci` had cached tarballs but not the registry metadata a version range
-// needs). Nothing of the source tree goes with it: imported from ES modules,
-// from CommonJS
+// `npm pack`, then the tarball installed into a fresh app: npm takes the two
+// runtime dependencies from the registry where its cache lacks them (an
+// offline-only install failed on a fresh machine: `npm ci` caches tarballs,
+// not the registry metadata a version range needs). Nothing of the source
+// tree goes with it: imported from ES modules, from CommonJS
 // (`require`), and compiled by strict TypeScript in both module modes with
 // no @types at all (no Express types, no Node types).
 
