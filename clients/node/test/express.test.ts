@@ -206,6 +206,7 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
 
     test('unnamed limiters of different routes: different limits never meet, identical ones share', async () => {
       const withoutT = (res: Response) => [res.status, res.headers.get('ratelimit')?.replace(/;t=\d+$/, '')];
+      await server.waitForWindowWith(1000);
       await withApp(
         (app, limit) => {
           const ok = (_req: any, res: any) => res.json({ ok: true });

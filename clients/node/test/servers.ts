@@ -82,6 +82,18 @@ export class RedisServer {
     return stdout.trim();
   }
 
+  /**
+   * Fixed windows are aligned to the Unix epoch: a test that counts a fixed
+   * window's units with the server's clock starts only once the current
+   * `windowS` window has at least `neededS` seconds left, so it never
+   * straddles an edge.
+   */
+  async waitForWindowWith(windowS: number, neededS = 20): Promise<void> {
+    const [seconds, micros] = (await this.cli('time')).split('\n').map(Number);
+    const left = windowS - ((seconds % windowS) + micros / 1e6);
+    if (left < neededS) await new Promise((r) => setTimeout(r, left * 1000 + 10));
+  }
+
   async kill(): Promise<void> {
     const child = this.child;
     if (child && child.exitCode === null && child.signalCode === null) {

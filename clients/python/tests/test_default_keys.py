@@ -14,6 +14,7 @@ from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter, by_ip
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
 from web import get, serve_asgi
+from windows import wait_for_window_with
 
 
 def remaining(headers: dict[str, str]) -> str:
@@ -49,6 +50,7 @@ def two_apis_app(server: Server) -> FastAPI:
 
 
 def test_two_unnamed_limiters_over_http(server: Server, r: redis.Redis) -> None:
+    wait_for_window_with(r, 1000)
     with serve_asgi(two_apis_app(server)) as port:
         client = "203.0.113.1"
         for expected in ('"default";r=1', '"default";r=0'):
