@@ -1,6 +1,7 @@
 // A limiter: its limits checked once, then per request one RL.MULTI over
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
+import { Deadlines } from './deadlines.js';
 import { DenialCache } from './denials.js';
 import { Metrics, type DecisionEvent } from './metrics.js';
 import { byIp, isIpv6Subnet } from './keys.js';
@@ -13,6 +14,7 @@ import {
   costOf,
   sizeOf,
   isBucket,
+  isPromise,
   RateLimitConfigError,
   type Algorithm,
   type CheckedLimit,
@@ -107,6 +109,15 @@ function decimal(value: number): string {
   return String(Number(value.toFixed(6)));
 }
 
+const specWords = new WeakMap<CheckedLimit, { command: string; param: string }>();
+
+/** A limit's algorithm and parameter as the module takes them, worked out once per limit. */
+function wordsOf(limit: CheckedLimit): { command: string; param: string } {
+  let words = specWords.get(limit);
+  if (words === undefined) specWords.set(limit, (words = { command: limit.algorithm.toUpperCase(), param: decimal(limit.param) }));
+  return words;
+}
+
 /**
  * The last part of a limit's Redis key, for a request whose quota is
  * `size`: its name; for an unnamed limit, what it is (algorithm, limit,
@@ -115,7 +126,7 @@ function decimal(value: number): string {
  */
 function keyName(limit: CheckedLimit, size: number): string {
   if (limit.named) return limit.name;
-  const spec = `${limit.algorithm}:${size}:${decimal(limit.param)}`;
+  const spec = `${limit.algorithm}:${size}:${wordsOf(limit).param}`;
   return limit.quotaUnit === undefined || limit.quotaUnit === 'requests' ? spec : `${spec}:${limit.quotaUnit}`;
 }
 
@@ -152,38 +163,42 @@ class Link {
     this.close();
   }
 
-  constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {}
+  /** The connection once it can take commands. */
+  private ready: Connection | undefined;
+  private readonly deadlines: Deadlines;
+
+  constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {
+    this.deadlines = new Deadlines(timeoutMs);
+  }
 
   /** Sends a module call (as the Lua script where the mode says so); `key` routes it. */
-  async send(key: string, args: string[]): Promise<unknown> {
+  send(key: string, args: string[]): Promise<unknown> {
     let connection = this.connection;
     if (!connection) {
       const opened = (connection = this.connection = this.kind.open());
-      opened.ready.catch(() => this.drop(opened)); // the next call tries afresh
+      opened.ready.then(
+        () => (this.ready = opened),
+        () => this.drop(opened), // the next call tries afresh
+      );
     }
-    let timedOut = false;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        reject(new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`));
-      }, this.timeoutMs);
-    });
+    const sending = connection;
+    let work: Promise<unknown>;
     try {
-      const ready = connection;
-      return await Promise.race([ready.ready.then(() => this.modes.send(ready, key, args)), timeout]);
+      work = sending === this.ready ? this.modes.send(sending, key, args) : sending.ready.then(() => this.modes.send(sending, key, args));
     } catch (error) {
+      work = Promise.reject(error);
+    }
+    return this.deadlines.within(work, () => {
       // A command that timed out may still be waiting in Redis: closing the
       // connection drops it there, so it never charges later.
-      if (timedOut) this.drop(connection);
-      throw error;
-    } finally {
-      clearTimeout(timer);
-    }
+      this.drop(sending);
+      return new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`);
+    });
   }
 
   private drop(connection: Connection) {
     if (this.connection === connection) this.connection = undefined;
+    if (this.ready === connection) this.ready = undefined;
     connection.close();
   }
 
@@ -277,8 +292,10 @@ export class Limiter<Req = any> {
    * error Redis answered (a server error, never a pass). Limits named in
    * `already` were charged for this request by a stacked limiter: skipped.
    */
-  async check(req: Req, already: ReadonlySet<string> = new Set()): Promise<Decision | null> {
-    const charges = (await this.charges(req)).filter((c) => !already.has(c.limit.name));
+  async check(req: Req, already?: ReadonlySet<string>): Promise<Decision | null> {
+    let charges = this.charges(req);
+    if (isPromise(charges)) charges = await charges;
+    if (already !== undefined && already.size > 0) charges = charges.filter((c) => !already.has(c.limit.name));
     if (charges.length === 0) return this.decide(charges);
     const policy = charges.map((c) => c.limit.name).join(',');
     const denialKey = this.denials.enabled ? keyOf(charges) : undefined;
@@ -336,15 +353,18 @@ export class Limiter<Req = any> {
     this.link.close();
   }
 
-  private async charges(req: Req): Promise<Charge[]> {
-    return Promise.all(
-      this.limits.map(async (limit) => {
-        const partition = await (limit.key ?? this.key)(req);
-        if (typeof partition !== 'string') throw new TypeError(`key of limit "${limit.name}" must give a string`);
-        const size = await sizeOf(limit, req);
-        return { limit, key: `${this.prefix}{${partition}}:${keyName(limit, size)}`, size, cost: await costOf(limit, req) };
-      }),
-    );
+  /** Each limit's key, size and cost for this request; a promise only when a function of a limit is async. */
+  private charges(req: Req): Charge[] | Promise<Charge[]> {
+    const parts = this.limits.map((limit) => [limit, (limit.key ?? this.key)(req), sizeOf(limit, req), costOf(limit, req)] as const);
+    if (parts.some(([, partition, size, cost]) => isPromise(partition) || isPromise(size) || isPromise(cost))) {
+      return Promise.all(parts.map(async ([limit, partition, size, cost]) => this.charge(limit, await partition, await size, await cost)));
+    }
+    return parts.map(([limit, partition, size, cost]) => this.charge(limit, partition as string, size as number, cost as number));
+  }
+
+  private charge(limit: CheckedLimit<Req>, partition: string, size: number, cost: number): Charge {
+    if (typeof partition !== 'string') throw new TypeError(`key of limit "${limit.name}" must give a string`);
+    return { limit, key: `${this.prefix}{${partition}}:${keyName(limit, size)}`, size, cost };
   }
 
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
@@ -353,7 +373,8 @@ export class Limiter<Req = any> {
       return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void unitsBack([], units) };
     }
     const groups = this.cluster ? groupByTag(charges) : [charges];
-    const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
+    // One group (no cluster, or one hash tag): its call's failure is the decision's.
+    const settled = groups.length === 1 ? [{ status: 'fulfilled' as const, value: await this.multi(groups[0]) }] : await Promise.allSettled(groups.map((group) => this.multi(group)));
     const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     const allowed = failure === undefined && replies.every((reply) => reply.allowed);
@@ -372,8 +393,8 @@ export class Limiter<Req = any> {
     if (failure) throw failure.reason;
     const waits = replies.map((r) => r.retryAfterMs);
     const retryAfterMs = allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits);
-    const limits = replies.flatMap((r) => r.limits);
-    const ordered = charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision);
+    const limits = replies.length === 1 ? replies[0].limits : replies.flatMap((r) => r.limits);
+    const ordered = groups.length === 1 ? limits : charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision);
     return {
       allowed,
       retryAfterMs,
@@ -390,7 +411,10 @@ export class Limiter<Req = any> {
 
   private async multi(charges: Charge[]) {
     const args = ['RL.MULTI', String(charges.length), ...charges.map((c) => c.key), '*'];
-    for (const { limit, size, cost } of charges) args.push(limit.algorithm.toUpperCase(), String(size), decimal(limit.param), String(cost));
+    for (const { limit, size, cost } of charges) {
+      const { command, param } = wordsOf(limit);
+      args.push(command, String(size), param, String(cost));
+    }
     const reply = (await this.link.send(charges[0].key, args)) as [number, number, ...number[][]];
     const [allowed, retryAfterMs, ...fields] = reply;
     return {
@@ -421,7 +445,7 @@ export class Limiter<Req = any> {
   /** RL.REFUND: the limit's fields after the refund, or undefined when there was nothing to give back. */
   private async refundOne({ limit, key, size }: Charge, units: number): Promise<number[] | undefined> {
     if (units <= 0) return undefined;
-    return (await this.link.send(key, ['RL.REFUND', key, limit.algorithm.toUpperCase(), String(size), decimal(limit.param), '*', String(units)])) as number[];
+    return (await this.link.send(key, ['RL.REFUND', key, wordsOf(limit).command, String(size), wordsOf(limit).param, '*', String(units)])) as number[];
   }
 }
 
@@ -449,9 +473,14 @@ function stateOf(fields: number[]): Pick<LimitDecision, 'remaining' | 'resetAfte
   return { remaining, resetAfterMs: reset, ...(delay === undefined ? {} : { delayMs: delay }) };
 }
 
-/** What a denial is remembered by: the Redis keys and the limits as resolved for the request. */
+/**
+ * What a denial is remembered by: the Redis keys and the limits' sizes for
+ * the request (each cache belongs to one limiter, whose limits are fixed).
+ */
 function keyOf(charges: Charge[]): string {
-  return JSON.stringify(charges.map((c) => [c.key, c.limit.algorithm, c.size, c.limit.param]));
+  let key = '';
+  for (const c of charges) key += `${c.key}\n${c.size}\n`;
+  return key;
 }
 
 /** Charges grouped by their key's hash tag, so each group shares a cluster slot. */

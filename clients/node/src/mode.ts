@@ -19,15 +19,15 @@ export class ModeSwitch {
   constructor(readonly mode: Mode) {}
 
   /** Sends `call`, a module command, to the node that gets `key`. */
-  async send(connection: Connection, key: string, call: string[]): Promise<unknown> {
-    const mode = this.mode === 'auto' ? await this.decide(connection, key) : this.mode;
-    return mode === 'module' ? callModule(connection, key, call) : callScript(connection, key, call);
+  send(connection: Connection, key: string, call: string[]): Promise<unknown> {
+    if (this.mode !== 'auto') return sendAs(this.mode, connection, key, call);
+    const node = connection.nodeOf(key);
+    const known = node && this.decided.get(node);
+    if (known) return sendAs(known, connection, key, call);
+    return this.decide(connection, key).then((mode) => sendAs(mode, connection, key, call));
   }
 
   private async decide(connection: Connection, key: string): Promise<'module' | 'script'> {
-    const asked = connection.nodeOf(key);
-    const known = asked && this.decided.get(asked);
-    if (known) return known;
     let info: unknown;
     try {
       info = await connection.sendToNodeOf(key, ['COMMAND', 'INFO', 'RL.MULTI']);
@@ -50,6 +50,10 @@ export class ModeSwitch {
     }
     return mode;
   }
+}
+
+function sendAs(mode: 'module' | 'script', connection: Connection, key: string, call: string[]): Promise<unknown> {
+  return mode === 'module' ? callModule(connection, key, call) : callScript(connection, key, call);
 }
 
 /** Sends a module command, explaining the errors that come from the module being absent or the other mode's keys. */

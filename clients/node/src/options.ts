@@ -170,18 +170,31 @@ export function checkLimits<Req>(option: string, limits: Limit<Req> | Limit<Req>
   });
 }
 
-/** A cost from a function, checked per request: a bad one is a programming error. */
-export async function costOf<Req>(limit: CheckedLimit<Req>, req: Req): Promise<number> {
-  const cost = typeof limit.cost === 'function' ? await limit.cost(req) : limit.cost;
-  return checkInteger(`${limit.name}: cost`, cost, 0);
+/** A value, or its promise when the function that gives it is async. */
+export type MaybePromise<T> = T | Promise<T>;
+
+export function isPromise<T>(value: MaybePromise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+/** A cost from a function, checked per request: a bad one is a programming error. A constant was checked at setup. */
+export function costOf<Req>(limit: CheckedLimit<Req>, req: Req): MaybePromise<number> {
+  if (typeof limit.cost !== 'function') return limit.cost;
+  const cost = limit.cost(req);
+  const check = (value: number) => checkInteger(`${limit.name}: cost`, value, 0);
+  return isPromise(cost) ? cost.then(check) : check(cost);
 }
 
 /** The limit for this request, checked the same way when it comes from a function. */
-export async function sizeOf<Req>(limit: CheckedLimit<Req>, req: Req): Promise<number> {
-  if (typeof limit.limit === 'number') return limit.limit;
-  const size = checkInteger(`${limit.name}: limit`, await limit.limit(req), 1);
-  if (isBucket(limit.algorithm) && size / limit.param > 1e12) {
-    throw new RateLimitConfigError(`${limit.name}: limit`, 'limit / rate must be at most 1e12 seconds');
-  }
-  return size;
+export function sizeOf<Req>(limit: CheckedLimit<Req>, req: Req): MaybePromise<number> {
+  if (typeof limit.limit !== 'function') return limit.limit;
+  const check = (value: number) => {
+    const size = checkInteger(`${limit.name}: limit`, value, 1);
+    if (isBucket(limit.algorithm) && size / limit.param > 1e12) {
+      throw new RateLimitConfigError(`${limit.name}: limit`, 'limit / rate must be at most 1e12 seconds');
+    }
+    return size;
+  };
+  const size = limit.limit(req);
+  return isPromise(size) ? size.then(check) : check(size);
 }
