@@ -1,7 +1,7 @@
 // The Express middleware (Express 4 and 5). Its types describe only what
 // it uses, so an app needs no Express types to compile against it.
 
-import { decideRequest, mergeHeader, refundAfter, splitOptions, type CheckedHttp, type MiddlewareOptions } from './http.js';
+import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse } from './http.js';
 import type { Decision, Limiter } from './limiter.js';
 import type { Limit } from './options.js';
 
@@ -25,13 +25,11 @@ export interface ExpressLikeRequest {
 }
 
 /** What it uses of an Express response. */
-export interface ExpressLikeResponse {
-  statusCode: number;
+export interface ExpressLikeResponse extends NodeResponse {
   locals: Record<string, any>;
   getHeader(name: string): unknown;
   setHeader(name: string, value: string): unknown;
   status(code: number): { json(body: unknown): unknown };
-  once(event: 'finish' | 'close', listener: () => void): unknown;
 }
 
 export type ExpressLikeNext = (error?: any) => void;
@@ -67,18 +65,7 @@ function middleware<Req extends ExpressLikeRequest, Res extends ExpressLikeRespo
         else res.status(outcome.status).json(outcome.body);
         return;
       }
-      if (outcome.decision && (http.skipFailedRequests || http.skipSuccessfulRequests)) {
-        const decision = outcome.decision;
-        let done = false;
-        const settle = () => {
-          if (done) return;
-          done = true;
-          // A connection closed before the response finished counts as failed.
-          refundAfter(http, decision, (res as { writableFinished?: boolean }).writableFinished ? res.statusCode : 500, limiter.log);
-        };
-        res.once('finish', settle);
-        res.once('close', settle);
-      }
+      settleAfter(http, outcome.decision, res, limiter.log);
       next();
     } catch (error) {
       next(error);

@@ -1,8 +1,9 @@
 // The Fastify plugin: an onRequest hook for every route, a route's own
 // limits (`config: { rateLimit: { limits } }`) checked with the app's in
-// one call, refunds in onResponse. Typed without Fastify's types.
+// one call, refunds and releases when the raw response is over. Typed
+// without Fastify's types.
 
-import { decideRequest, mergeHeader, refundAfter, splitOptions, type CheckedHttp, type MiddlewareOptions } from './http.js';
+import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse } from './http.js';
 import type { Decision, Limiter } from './limiter.js';
 import { RateLimitConfigError, type Limit } from './options.js';
 
@@ -14,6 +15,7 @@ export interface FastifyLikeRequest {
 }
 
 interface FastifyLikeReply {
+  raw: NodeResponse;
   statusCode: number;
   getHeader(name: string): unknown;
   header(name: string, value: string): unknown;
@@ -43,6 +45,7 @@ async function limitRequest(limiter: Limiter<any>, http: CheckedHttp<any, any>, 
     if (http.handler) return http.handler(request, reply, outcome.decision);
     return reply.code(outcome.status).send(outcome.body);
   }
+  settleAfter(http, outcome.decision, reply.raw, limiter.log);
 }
 
 /**
@@ -73,11 +76,6 @@ export function fastifyRateLimit(instance: FastifyLikeInstance, options: Middlew
     if (own === false) return;
     return limitRequest(own ?? limiter, http, request, reply);
   });
-  if (http.skipFailedRequests || http.skipSuccessfulRequests) {
-    instance.addHook('onResponse', async (request: FastifyLikeRequest, reply: FastifyLikeReply) => {
-      refundAfter(http, request.rateLimit ?? null, reply.statusCode, limiter.log);
-    });
-  }
   instance.addHook('onClose', async () => limiter.close());
   done();
 }

@@ -31,6 +31,7 @@ function resetSeconds(limit: LimitDecision, decision: Decision): number | undefi
     return Math.max(0, Math.ceil(nextUnit));
   }
   // Fixed window: its end. Sliding window and log: when fresh, an upper bound.
+  // Concurrency: when the last lease runs out, an upper bound (a release may come sooner).
   return seconds(limit.resetAfterMs);
 }
 
@@ -39,7 +40,8 @@ export function rateLimitHeaders(decision: Decision): Record<string, string> {
   const policies: List = decision.limits.map((limit) => {
     const params = new Map<string, number | string>([['q', Math.min(limit.limit, SF_MAX)]]);
     if (limit.quotaUnit !== undefined && limit.quotaUnit !== 'requests') params.set('qu', limit.quotaUnit);
-    params.set('w', windowSeconds(limit));
+    // Slots held at once have no window: a lease is not one.
+    if (limit.algorithm !== 'concurrency') params.set('w', windowSeconds(limit));
     return [limit.name, params];
   });
   const limits: List = decision.limits.map((limit) => {

@@ -127,13 +127,38 @@ export async function decideRequest<Req extends object, Res>(limiter: Limiter<Re
   return { action: 'next', decision, headers };
 }
 
-/** After the response: give the units back when the options say this status does not count. */
-export function refundAfter(http: CheckedHttp<any, any>, decision: Decision | null, status: number, log: (line: string) => void) {
+/** What both frameworks' Node response (Express's `res`, Fastify's `reply.raw`) tells of its end. */
+export interface NodeResponse {
+  statusCode: number;
+  writableFinished?: boolean;
+  destroyed?: boolean;
+  once(event: 'finish' | 'close', listener: () => void): unknown;
+}
+
+/**
+ * When the response is over -- sent, or its connection closed first (the
+ * client went away; a handler that threw has had its error answered) --
+ * gives units back as the options say and releases the decision's leases,
+ * once. Failures are logged: the response is gone.
+ */
+export function settleAfter(http: CheckedHttp<any, any>, decision: Decision | null, res: NodeResponse, log: (line: string) => void) {
   if (!decision || !decision.allowed) return;
-  const failed = status >= 400;
-  if ((failed && http.skipFailedRequests) || (!failed && http.skipSuccessfulRequests)) {
-    decision.refund().catch((error) => log(`rate limiter refund failed: ${String(error)}`));
-  }
+  const refunds = http.skipFailedRequests || http.skipSuccessfulRequests;
+  if (!refunds && !decision.limits.some((l) => l.leaseId)) return;
+  let done = false;
+  const settle = () => {
+    if (done) return;
+    done = true;
+    // A connection closed before the response finished counts as failed.
+    const failed = !res.writableFinished || res.statusCode >= 400;
+    if ((failed && http.skipFailedRequests) || (!failed && http.skipSuccessfulRequests)) {
+      decision.refund().catch((error) => log(`rate limiter refund failed: ${String(error)}`));
+    }
+    void decision.release();
+  };
+  if (res.destroyed) return settle(); // the client left while the limiter decided
+  res.once('finish', settle);
+  res.once('close', settle);
 }
 
 /** Appends list members to a header that an earlier limiter may have set. */

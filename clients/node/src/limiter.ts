@@ -65,8 +65,10 @@ export interface LimitDecision {
   resetAfterMs: number;
   /** Leaky bucket: how long the request should wait before running. */
   delayMs?: number;
+  /** Concurrency: the lease holding this request's slots, for release(); 0 when none was taken. */
+  leaseId?: number;
   cost: number;
-  /** rate or window, as configured. */
+  /** rate, window or lease, as configured. */
   param: number;
   quotaUnit: QuotaUnit | undefined;
 }
@@ -83,9 +85,15 @@ export interface Decision {
   /**
    * Gives back units this request took: every limit's whole cost with no
    * argument, or `{ name: units }` to the limits named only (at most the
-   * cost each took).
+   * cost each took). Concurrency limits are not refunded: release() frees them.
    */
   refund(units?: Record<string, number>): Promise<void>;
+  /**
+   * Frees the slots of every lease this decision took (RL.RELEASE), once:
+   * later calls do nothing. Never rejects: a failure is logged, and the
+   * lease runs out by itself.
+   */
+  release(): Promise<void>;
 }
 
 /** Redis gave no answer within timeoutMs. */
@@ -127,7 +135,9 @@ function wordsOf(limit: CheckedLimit): { command: string; param: string } {
 function keyName(limit: CheckedLimit, size: number): string {
   if (limit.named) return limit.name;
   const spec = `${limit.algorithm}:${size}:${wordsOf(limit).param}`;
-  return limit.quotaUnit === undefined || limit.quotaUnit === 'requests' ? spec : `${spec}:${limit.quotaUnit}`;
+  // A concurrency limit's unit (concurrent-requests) is the only one it has: not repeated.
+  const ownUnit = limit.quotaUnit === undefined || limit.quotaUnit === 'requests' || limit.algorithm === 'concurrency';
+  return ownUnit ? spec : `${spec}:${limit.quotaUnit}`;
 }
 
 /**
@@ -298,7 +308,9 @@ export class Limiter<Req = any> {
     if (already !== undefined && already.size > 0) charges = charges.filter((c) => !already.has(c.limit.name));
     if (charges.length === 0) return this.decide(charges);
     const policy = charges.map((c) => c.limit.name).join(',');
-    const denialKey = this.denials.enabled ? keyOf(charges) : undefined;
+    // A release frees a slot long before a concurrency denial's retry time: never cached.
+    const cacheable = this.denials.enabled && !charges.some((c) => c.limit.algorithm === 'concurrency');
+    const denialKey = cacheable ? keyOf(charges) : undefined;
     const costs = charges.map((c) => c.cost);
     if (denialKey !== undefined) {
       const known = this.denials.answer(denialKey, costs);
@@ -370,7 +382,7 @@ export class Limiter<Req = any> {
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
   private async decide(charges: Charge[]): Promise<Decision> {
     if (charges.length === 0) {
-      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void unitsBack([], units) };
+      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void unitsBack([], units), release: async () => {} };
     }
     const groups = this.cluster ? groupByTag(charges) : [charges];
     // One group (no cluster, or one hash tag): its call's failure is the decision's.
@@ -380,14 +392,14 @@ export class Limiter<Req = any> {
     const allowed = failure === undefined && replies.every((reply) => reply.allowed);
     if (!allowed && groups.length > 1) {
       // On a cluster some groups may have taken their units while another
-      // denied or failed: give them back. A refund that fails is logged; the
-      // denial stands.
+      // denied or failed: give them back (refunds; leases released). One
+      // that fails is logged; the denial stands.
       const taken = replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((limit, i) => ({ limit, charge: r.charges[i] })));
-      const refunds = await Promise.allSettled(taken.map(({ charge }) => this.refundOne(charge, charge.cost)));
+      const refunds = await Promise.allSettled(taken.map(({ limit, charge }) => this.giveBack(charge, limit)));
       refunds.forEach((refund, i) => {
         if (refund.status === 'rejected') this.log(`rate limiter refund failed: ${String(refund.reason)}`);
         // As RL.MULTI reports a denied call: each limit's state as it stays.
-        else if (refund.value) Object.assign(taken[i].limit, stateOf(refund.value));
+        else if (refund.value) Object.assign(taken[i].limit, refund.value);
       });
     }
     if (failure) throw failure.reason;
@@ -395,6 +407,7 @@ export class Limiter<Req = any> {
     const retryAfterMs = allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits);
     const limits = replies.length === 1 ? replies[0].limits : replies.flatMap((r) => r.limits);
     const ordered = groups.length === 1 ? limits : charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision);
+    let released: Promise<void> | undefined;
     return {
       allowed,
       retryAfterMs,
@@ -406,6 +419,7 @@ export class Limiter<Req = any> {
         if (!allowed) return;
         await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
+      release: () => (released ??= this.releaseAll(ordered)),
     };
   }
 
@@ -422,7 +436,7 @@ export class Limiter<Req = any> {
       allowed: Number(allowed) === 1,
       retryAfterMs: Number(retryAfterMs),
       limits: fields.map((f, i): LimitDecision => {
-        const [ok, remaining, limit, retry, reset, delay] = f.map(Number);
+        const [ok, remaining, limit, retry, reset, sixth] = f.map(Number);
         const { limit: checked, key, cost } = charges[i];
         return {
           name: checked.name,
@@ -433,13 +447,38 @@ export class Limiter<Req = any> {
           limit,
           retryAfterMs: retry,
           resetAfterMs: reset,
-          ...(delay === undefined ? {} : { delayMs: delay }),
+          ...sixthField(checked.algorithm, sixth),
           cost,
           param: checked.param,
           quotaUnit: checked.quotaUnit,
         };
       }),
     };
+  }
+
+  /** What a limit took, given back: a refund, or a lease released. Its state after that, or undefined when nothing was taken. */
+  private async giveBack(charge: Charge, taken: LimitDecision): Promise<Partial<LimitDecision> | undefined> {
+    if (charge.limit.algorithm !== 'concurrency') {
+      const fields = await this.refundOne(charge, charge.cost);
+      return fields && stateOf(charge.limit.algorithm, fields);
+    }
+    if (!taken.leaseId) return undefined;
+    const [, held, reset] = await this.releaseOne(charge.key, taken.leaseId);
+    return { remaining: Math.max(0, charge.size - held), resetAfterMs: reset, leaseId: 0 };
+  }
+
+  /** RL.RELEASE: [released, held, reset_after_ms]. */
+  private async releaseOne(key: string, leaseId: number): Promise<number[]> {
+    return ((await this.link.send(key, ['RL.RELEASE', key, String(leaseId), '*'])) as unknown[]).map(Number);
+  }
+
+  /** Releases every lease of a decision, each on its key's node; a failure is logged, never thrown. */
+  private async releaseAll(limits: LimitDecision[]): Promise<void> {
+    await Promise.all(
+      limits
+        .filter((l) => l.leaseId)
+        .map((l) => this.releaseOne(l.key, l.leaseId!).catch((error) => this.log(`rate limiter release failed: ${String(error)}`))),
+    );
   }
 
   /** RL.REFUND: the limit's fields after the refund, or undefined when there was nothing to give back. */
@@ -455,22 +494,29 @@ export class Limiter<Req = any> {
  * old form, which gave it to every limit: refused, as is an unknown name.
  */
 function unitsBack(charges: Charge[], units: Record<string, number> | undefined): [Charge, number][] {
-  if (units === undefined) return charges.map((c) => [c, c.cost]);
+  if (units === undefined) return charges.filter((c) => c.limit.algorithm !== 'concurrency').map((c) => [c, c.cost]);
   if (typeof units !== 'object' || units === null || Array.isArray(units)) {
     throw new TypeError(`refund() takes units per limit name, e.g. refund({ ${JSON.stringify(charges[0]?.limit.name ?? 'tokens')}: 3 }), or nothing for every limit's cost (got ${String(units)})`);
   }
   return Object.entries(units).map(([name, n]) => {
     const charge = charges.find((c) => c.limit.name === name);
     if (!charge) throw new TypeError(`refund(): no limit named ${JSON.stringify(name)} in this decision (it has ${charges.map((c) => JSON.stringify(c.limit.name)).join(', ')})`);
+    if (charge.limit.algorithm === 'concurrency') throw new TypeError(`refund(): ${JSON.stringify(name)} is a concurrency limit: its slots come back with release(), not a refund`);
     checkInteger(`refund(): ${name}`, n, 0);
     return [charge, Math.min(n, charge.cost)];
   });
 }
 
+/** A reply's sixth field, by algorithm: the leaky bucket's delay, a concurrency limit's lease id. */
+function sixthField(algorithm: Algorithm, sixth: number | undefined): Pick<LimitDecision, 'delayMs' | 'leaseId'> {
+  if (sixth === undefined) return {};
+  return algorithm === 'concurrency' ? { leaseId: sixth } : { delayMs: sixth };
+}
+
 /** A limit's state from the fields of a reply (remaining, reset, delay). */
-function stateOf(fields: number[]): Pick<LimitDecision, 'remaining' | 'resetAfterMs'> & { delayMs?: number } {
-  const [, remaining, , , reset, delay] = fields.map(Number);
-  return { remaining, resetAfterMs: reset, ...(delay === undefined ? {} : { delayMs: delay }) };
+function stateOf(algorithm: Algorithm, fields: number[]): Partial<LimitDecision> {
+  const [, remaining, , , reset, sixth] = fields.map(Number);
+  return { remaining, resetAfterMs: reset, ...sixthField(algorithm, sixth) };
 }
 
 /**

@@ -3,8 +3,8 @@
 
 import { serializeString } from 'structured-headers';
 
-/** The five algorithms of the module, by their command's name. */
-export type Algorithm = 'tokenbucket' | 'leakybucket' | 'fixedwindow' | 'slidingwindow' | 'slidinglog';
+/** The module's five rate algorithms and its concurrency limit, by their name in a limit spec. */
+export type Algorithm = 'tokenbucket' | 'leakybucket' | 'fixedwindow' | 'slidingwindow' | 'slidinglog' | 'concurrency';
 
 /** The draft's registered quota units (`qu`). */
 export type QuotaUnit = 'requests' | 'content-bytes' | 'concurrent-requests';
@@ -22,13 +22,15 @@ export interface Limit<Req = any> {
   rate?: number;
   /** Window algorithms only: the window in seconds (0.001 and up). */
   window?: number;
-  /** Units this request takes, 1 by default; may be a function of the request. */
+  /** Concurrency only: seconds a slot stays held when it is never released (0.001 and up). */
+  lease?: number;
+  /** Units this request takes (slots, for concurrency), 1 by default; may be a function of the request. */
   cost?: PerRequest<Req, number>;
   /** Whom the request counts against; the limiter's `key` when left out. */
   key?: (req: Req) => string | Promise<string>;
   /** The policy's name in the RateLimit headers and the Redis key; `default` for a lone limit. */
   name?: string;
-  /** The draft's `qu`; requests when left out. */
+  /** The draft's `qu`; requests when left out (concurrent-requests, and only that, for concurrency). */
   quotaUnit?: QuotaUnit;
 }
 
@@ -36,7 +38,7 @@ export interface Limit<Req = any> {
 export interface CheckedLimit<Req = any> {
   algorithm: Algorithm;
   limit: PerRequest<Req, number>;
-  /** rate (buckets) or window (windows), as the module takes it. */
+  /** rate (buckets), window (windows) or lease (concurrency), as the module takes it. */
   param: number;
   cost: PerRequest<Req, number>;
   key: ((req: Req) => string | Promise<string>) | undefined;
@@ -46,9 +48,19 @@ export interface CheckedLimit<Req = any> {
   quotaUnit: QuotaUnit | undefined;
 }
 
-export const ALGORITHMS: readonly Algorithm[] = ['tokenbucket', 'leakybucket', 'fixedwindow', 'slidingwindow', 'slidinglog'];
+export const ALGORITHMS: readonly Algorithm[] = ['tokenbucket', 'leakybucket', 'fixedwindow', 'slidingwindow', 'slidinglog', 'concurrency'];
 const QUOTA_UNITS: readonly QuotaUnit[] = ['requests', 'content-bytes', 'concurrent-requests'];
-const LIMIT_OPTIONS = ['algorithm', 'limit', 'rate', 'window', 'cost', 'key', 'name', 'quotaUnit'];
+const LIMIT_OPTIONS = ['algorithm', 'limit', 'rate', 'window', 'lease', 'cost', 'key', 'name', 'quotaUnit'];
+
+/** Each algorithm's second parameter: the option that gives it, what it is, and its range. */
+const PARAMS: Record<Algorithm, { option: 'rate' | 'window' | 'lease'; meaning: string; min: number }> = {
+  tokenbucket: { option: 'rate', meaning: 'units per second', min: 0.000001 },
+  leakybucket: { option: 'rate', meaning: 'units per second', min: 0.000001 },
+  fixedwindow: { option: 'window', meaning: 'seconds', min: 0.001 },
+  slidingwindow: { option: 'window', meaning: 'seconds', min: 0.001 },
+  slidinglog: { option: 'window', meaning: 'seconds', min: 0.001 },
+  concurrency: { option: 'lease', meaning: 'seconds a slot is held unless released', min: 0.001 },
+};
 export const MAX_INTEGER = Number.MAX_SAFE_INTEGER;
 
 /** A bad option, named in the message. */
@@ -58,6 +70,8 @@ export class RateLimitConfigError extends TypeError {
     this.name = 'RateLimitConfigError';
   }
 }
+
+const CONCURRENT = 'concurrent-requests';
 
 export function isBucket(algorithm: Algorithm): boolean {
   return algorithm === 'tokenbucket' || algorithm === 'leakybucket';
@@ -114,26 +128,18 @@ function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): Chec
     throw new RateLimitConfigError(`${option}.algorithm`, `must be one of ${ALGORITHMS.join(', ')} (got ${String(algorithm)})`);
   }
   const size = typeof limit.limit === 'function' ? limit.limit : checkInteger(`${option}.limit`, limit.limit, 1);
-  let param: number;
-  if (isBucket(algorithm)) {
-    if (limit.window !== undefined) {
-      throw new RateLimitConfigError(`${option}.window`, `${algorithm} takes a rate (units per second), not a window`);
+  const { option: wanted, meaning, min } = PARAMS[algorithm];
+  for (const other of ['rate', 'window', 'lease'] as const) {
+    if (other !== wanted && limit[other] !== undefined) {
+      throw new RateLimitConfigError(`${option}.${other}`, `${algorithm} takes a ${wanted} (${meaning}), not a ${other}`);
     }
-    if (limit.rate === undefined) {
-      throw new RateLimitConfigError(`${option}.rate`, `required for ${algorithm} (units per second)`);
-    }
-    param = checkNumber(`${option}.rate`, limit.rate, 0.000001, 1e12);
-    if (typeof size === 'number' && size / param > 1e12) {
-      throw new RateLimitConfigError(`${option}.rate`, 'limit / rate must be at most 1e12 seconds');
-    }
-  } else {
-    if (limit.rate !== undefined) {
-      throw new RateLimitConfigError(`${option}.rate`, `${algorithm} takes a window (seconds), not a rate`);
-    }
-    if (limit.window === undefined) {
-      throw new RateLimitConfigError(`${option}.window`, `required for ${algorithm} (seconds)`);
-    }
-    param = checkNumber(`${option}.window`, limit.window, 0.001, 1e12);
+  }
+  if (limit[wanted] === undefined) {
+    throw new RateLimitConfigError(`${option}.${wanted}`, `required for ${algorithm} (${meaning})`);
+  }
+  const param = checkNumber(`${option}.${wanted}`, limit[wanted], min, 1e12);
+  if (isBucket(algorithm) && typeof size === 'number' && size / param > 1e12) {
+    throw new RateLimitConfigError(`${option}.rate`, 'limit / rate must be at most 1e12 seconds');
   }
   const cost = limit.cost ?? 1;
   if (typeof cost !== 'function') checkInteger(`${option}.cost`, cost, 0);
@@ -145,7 +151,11 @@ function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): Chec
   if (limit.quotaUnit !== undefined && !QUOTA_UNITS.includes(limit.quotaUnit)) {
     throw new RateLimitConfigError(`${option}.quotaUnit`, `must be one of ${QUOTA_UNITS.join(', ')}`);
   }
-  return { algorithm, limit: size, param, cost, key: limit.key, name, named: limit.name !== undefined, quotaUnit: limit.quotaUnit };
+  if (algorithm === 'concurrency' && (limit.quotaUnit ?? CONCURRENT) !== CONCURRENT) {
+    throw new RateLimitConfigError(`${option}.quotaUnit`, `a concurrency limit counts ${CONCURRENT}`);
+  }
+  const quotaUnit = algorithm === 'concurrency' ? CONCURRENT : limit.quotaUnit;
+  return { algorithm, limit: size, param, cost, key: limit.key, name, named: limit.name !== undefined, quotaUnit };
 }
 
 /**

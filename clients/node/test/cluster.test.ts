@@ -92,6 +92,37 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
         assert.deepEqual(fresh?.limits.map((l) => l.remaining), [1, 2, 3]);
       });
 
+      test('a concurrency limit: its lease released on its key\'s node; released again when a limit on another node denies', async () => {
+        const slots = createLimiter<Req>({
+          redis: app.client,
+          mode,
+          prefix: `rl:${run}:slots:`,
+          key: (req) => `user:${req.user}`,
+          limits: [{ name: 'slots', algorithm: 'concurrency', limit: 2, lease: 30 }, { name: 'ip', limit: 1, rate: 0.001, key: (req) => `ip:${req.ip}` }],
+        });
+        try {
+          const key = `rl:${run}:slots:{user:ada}:slots`;
+          const owner = await cluster.ownerOf(key);
+          let ip = '';
+          for (let i = 1; ip === ''; i++) {
+            if ((await cluster.ownerOf(`rl:${run}:slots:{ip:10.10.0.${i}}:ip`)).port !== owner.port) ip = `10.10.0.${i}`;
+          }
+          const ipKey = `rl:${run}:slots:{ip:${ip}}:ip`;
+          const first = await slots.check({ ip, user: 'ada' });
+          assert.deepEqual(first?.limits.map((l) => [l.key, l.allowed, l.remaining, l.leaseId]), [[key, true, 1, 1], [ipKey, true, 0, undefined]]);
+          assert.equal(await owner.cli('exists', key), '1');
+          await first!.release();
+          assert.equal(await owner.cli('exists', key), '0'); // released where it was held: the last lease gone, the key too
+          // The IP limit denies on its node after the user's slot took a lease on another: the lease is released.
+          const denied = await slots.check({ ip, user: 'ada' });
+          assert.equal(denied?.allowed, false);
+          assert.deepEqual(denied?.limits.map((l) => [l.key, l.allowed, l.remaining, l.leaseId]), [[key, true, 2, 0], [ipKey, false, 0, undefined]]);
+          assert.equal(await owner.cli('exists', key), '0');
+        } finally {
+          slots.close();
+        }
+      });
+
       test('a slot moved to another node: the calls follow it, the state moved with it', async () => {
         const user = `mover-${run}`;
         assert.deepEqual((await limiter.check({ ip: '10.7.7.7', user }))?.limits.map((l) => l.remaining), [1, 2, 3]);

@@ -11,6 +11,7 @@ import express4 from 'express4';
 import { createClient } from 'redis';
 
 import { byUser, rateLimit, type MiddlewareOptions } from '../src/index.js';
+import { concurrencyOverHttp, Gate, SHORT, SLOTS } from './concurrency.js';
 import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
@@ -54,7 +55,7 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
     });
 
     /** An app: a stand-in auth (`x-user` is the signed-in user), the routes `build` adds, an error handler. */
-    async function withApp(build: (app: any, limit: (o: Omit<MiddlewareOptions, 'redis'>) => ReturnType<typeof rateLimit>) => void, body: (get: Get) => Promise<void>) {
+    async function withApp(build: (app: any, limit: (o: Omit<MiddlewareOptions, 'redis'>) => ReturnType<typeof rateLimit>) => void, body: (get: Get, url: string) => Promise<void>) {
       const app: any = express();
       app.set('trust proxy', 'loopback');
       app.use((req: any, _res: any, next: any) => {
@@ -74,7 +75,7 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
       await new Promise((r) => http.once('listening', r));
       const { port } = http.address() as AddressInfo;
       try {
-        await body((path, headers) => fetch(`http://127.0.0.1:${port}${path}`, { headers }));
+        await body((path, headers) => fetch(`http://127.0.0.1:${port}${path}`, { headers }), `http://127.0.0.1:${port}`);
       } finally {
         http.close();
       }
@@ -359,6 +360,26 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           assert.ok(delays[2] > 350 && delays[2] <= 400, String(delays));
           assert.ok(Date.now() - started >= delays[2]);
         },
+      );
+    });
+
+    test('concurrency: 429 with qu="concurrent-requests" over the limit; the slot back after the response, a throw, a disconnect; a crashed holder\'s when its lease runs out', async () => {
+      const gate = new Gate();
+      await withApp(
+        (app, limit) => {
+          const slots = limit({ limits: SLOTS });
+          app.get('/short', slots.with(SHORT), (_req: any, res: any) => res.json({ ok: true }));
+          app.use(slots);
+          app.get('/slow', async (_req: any, res: any) => {
+            await gate.pass();
+            res.json({ ok: true });
+          });
+          app.get('/fast', (_req: any, res: any) => res.json({ ok: true }));
+          app.get('/boom', () => {
+            throw new Error('boom');
+          });
+        },
+        (_get, url) => concurrencyOverHttp({ url, server, redis, mode, gate }),
       );
     });
 

@@ -10,6 +10,7 @@ import Fastify4 from 'fastify4';
 import { Redis } from 'ioredis';
 
 import { fastifyRateLimit, type MiddlewareOptions } from '../src/index.js';
+import { concurrencyOverHttp, Gate, SHORT, SLOTS } from './concurrency.js';
 import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
@@ -113,6 +114,27 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
         // Over a second has passed: the bucket has refilled a thousandth of a token, t one second less.
         assert.match((await get('/')).headers.get('ratelimit')!, /^"app";r=3;t=(999|1000)$/);
       });
+    });
+
+    test('concurrency: 429 with qu="concurrent-requests" over the limit; the slot back after the response, a throw, a disconnect; a crashed holder\'s when its lease runs out', async () => {
+      const gate = new Gate();
+      const app: any = Fastify();
+      await app.register(fastifyRateLimit, { redis, mode, limits: SLOTS });
+      app.get('/short', { config: { rateLimit: { limits: SHORT } } }, async () => ({ ok: true }));
+      app.get('/slow', async () => {
+        await gate.pass();
+        return { ok: true };
+      });
+      app.get('/fast', async () => ({ ok: true }));
+      app.get('/boom', async () => {
+        throw new Error('boom');
+      });
+      const url = await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        await concurrencyOverHttp({ url, server, redis, mode, gate });
+      } finally {
+        await app.close();
+      }
     });
 
     test('skip, a custom handler, and a request that can never pass', async () => {

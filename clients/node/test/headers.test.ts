@@ -12,7 +12,7 @@ function limit(fields: Partial<LimitDecision> & Pick<LimitDecision, 'name' | 'al
 
 function decision(limits: LimitDecision[], retryAfterMs = 0): Decision {
   const allowed = retryAfterMs === 0;
-  return { allowed, retryAfterMs, neverAllowed: retryAfterMs === -1, delayMs: 0, limits, refund: async () => {} };
+  return { allowed, retryAfterMs, neverAllowed: retryAfterMs === -1, delayMs: 0, limits, refund: async () => {}, release: async () => {} };
 }
 
 test('token bucket: t is when the next whole token is back; w is limit/rate', () => {
@@ -52,6 +52,20 @@ test('denied: the denying limits have t = Retry-After; the others their own t', 
     error: 'rate_limit_exceeded',
     message: 'Rate limit exceeded. Please try again later.',
     retry_after_seconds: 1,
+  });
+});
+
+test('concurrency: qu="concurrent-requests", no w; r the free slots, t when the last lease runs out, Retry-After on a denial', () => {
+  const slots = limit({ name: 'slots', algorithm: 'concurrency', limit: 3, param: 30, remaining: 1, resetAfterMs: 29_500, quotaUnit: 'concurrent-requests', leaseId: 7 });
+  assert.deepEqual(rateLimitHeaders(decision([slots])), {
+    'RateLimit-Policy': '"slots";q=3;qu="concurrent-requests"',
+    RateLimit: '"slots";r=1;t=30',
+  });
+  const full = limit({ name: 'slots', algorithm: 'concurrency', limit: 3, param: 30, remaining: 0, allowed: false, retryAfterMs: 12_001, resetAfterMs: 29_000, quotaUnit: 'concurrent-requests', leaseId: 0 });
+  assert.deepEqual(rateLimitHeaders(decision([full], 12_001)), {
+    'RateLimit-Policy': '"slots";q=3;qu="concurrent-requests"',
+    RateLimit: '"slots";r=0;t=13',
+    'Retry-After': '13',
   });
 });
 

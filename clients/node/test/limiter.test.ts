@@ -212,6 +212,72 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.equal(await redisCalls(), 13);
     });
 
+    /** RL.RELEASE calls (in script mode, script calls) since the last CONFIG RESETSTAT. */
+    async function releaseCalls(): Promise<number> {
+      const stats = await server.cli('info', 'commandstats');
+      const command = mode === 'module' ? 'rl\\.release' : 'evalsha|eval';
+      return [...stats.matchAll(new RegExp(`^cmdstat_(?:${command}):calls=(\\d+),.*failed_calls=(\\d+)`, 'gim'))].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
+    }
+
+    test('concurrency: check() takes a lease, release() frees it once, refund() leaves it, a denial is not answered in process', async () => {
+      const check = limiter({ limits: [{ name: 'slots', algorithm: 'concurrency', limit: 2, lease: 30 }, { name: 'requests', limit: 100, rate: 0.001 }] });
+      const first = await check.check({ ip: '10.0.4.1' });
+      assert.deepEqual(first?.limits[0], {
+        name: 'slots', algorithm: 'concurrency', key: 'ratelimit:{ip:10.0.4.1}:slots', allowed: true,
+        remaining: 1, limit: 2, retryAfterMs: 0, resetAfterMs: 30_000, leaseId: 1, cost: 1, param: 30, quotaUnit: 'concurrent-requests',
+      });
+      const second = await check.check({ ip: '10.0.4.1' });
+      assert.deepEqual(second?.limits.map((l) => [l.allowed, l.remaining, l.leaseId]), [[true, 0, 2], [true, 98, undefined]]);
+      // All or nothing: the third takes no slot, and no request either.
+      const denied = await check.check({ ip: '10.0.4.1' });
+      assert.equal(denied?.allowed, false);
+      assert.ok(denied!.retryAfterMs > 29_000 && denied!.retryAfterMs <= 30_000, String(denied?.retryAfterMs));
+      assert.deepEqual(denied?.limits.map((l) => [l.allowed, l.remaining, l.leaseId]), [[false, 0, 0], [true, 98, undefined]]);
+      // refund() gives back the other limits' cost only; a concurrency limit is refused by name.
+      await first!.refund();
+      await assert.rejects(first!.refund({ slots: 1 }), {
+        name: 'TypeError',
+        message: 'refund(): "slots" is a concurrency limit: its slots come back with release(), not a refund',
+      });
+      assert.deepEqual((await check.check({ ip: '10.0.4.1' }))?.limits.map((l) => [l.allowed, l.remaining]), [[false, 0], [true, 99]]);
+      // release() sends one RL.RELEASE; again, or on a denial, nothing.
+      await server.cli('config', 'resetstat');
+      await first!.release();
+      assert.equal(await releaseCalls(), 1);
+      await first!.release();
+      await denied!.release();
+      assert.equal(await releaseCalls(), 1);
+      // The slot is back at once: the 30 s denial was not kept in process.
+      const third = await check.check({ ip: '10.0.4.1' });
+      assert.deepEqual(third?.limits.map((l) => [l.allowed, l.remaining, l.leaseId]), [[true, 0, 3], [true, 98, undefined]]);
+      await Promise.all([second!.release(), third!.release()]);
+      assert.equal(await server.cli('exists', 'ratelimit:{ip:10.0.4.1}:slots'), '0'); // the last release deletes the key
+    });
+
+    test('concurrency: a lease never released (its limiter gone) runs out; a release that fails is logged, never thrown', async () => {
+      const spec = { algorithm: 'concurrency', limit: 1, lease: 0.3 } as const;
+      const crashed = createLimiter<Req>({ redis: app.client, mode, limits: spec });
+      const held = await crashed.check({ ip: '10.0.4.2' });
+      assert.deepEqual(held?.limits.map((l) => [l.key, l.leaseId]), [['ratelimit:{ip:10.0.4.2}:concurrency:1:0.3', 1]]);
+      crashed.close();
+      const lines: string[] = [];
+      const check = limiter({ limits: spec, timeoutMs: 300, log: (line) => lines.push(line) });
+      const refused = await check.check({ ip: '10.0.4.2' });
+      assert.equal(refused?.allowed, false);
+      assert.ok(refused!.retryAfterMs > 0 && refused!.retryAfterMs <= 300, String(refused?.retryAfterMs));
+      await sleep(refused!.retryAfterMs + 20);
+      const back = await check.check({ ip: '10.0.4.2' });
+      assert.deepEqual(back?.limits.map((l) => [l.allowed, l.leaseId]), [[true, 1]]); // the key ran out with its lease: ids start again
+      await server.kill();
+      try {
+        await back!.release();
+        assert.equal(lines.length, 1);
+        assert.match(lines[0], /^rate limiter release failed: /);
+      } finally {
+        await server.run();
+      }
+    });
+
     test('an error reply is a server error, never a pass', async () => {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 1 }, log: (line) => lines.push(line) });

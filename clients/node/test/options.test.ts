@@ -29,8 +29,8 @@ test('the issue\'s examples: each throws naming the option', () => {
 test('every other option of a limit', () => {
   refuses({ algorithm: 'slidingwindow', limit: 10 }, 'limits.window: required for slidingwindow (seconds)');
   refuses({ algorithm: 'leakybucket', limit: 10, rate: 1, window: 60 }, 'limits.window: leakybucket takes a rate (units per second), not a window');
-  refuses({ algorithm: 'gcra', limit: 10, rate: 1 }, 'limits.algorithm: must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog (got gcra)');
-  refuses({ algorithm: 'TOKENBUCKET', limit: 10, rate: 1 }, 'limits.algorithm: must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog (got TOKENBUCKET)');
+  refuses({ algorithm: 'gcra', limit: 10, rate: 1 }, 'limits.algorithm: must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog, concurrency (got gcra)');
+  refuses({ algorithm: 'TOKENBUCKET', limit: 10, rate: 1 }, 'limits.algorithm: must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog, concurrency (got TOKENBUCKET)');
   refuses({ limit: 2 ** 53, rate: 1 }, 'limits.limit: must be an integer from 1 to 9007199254740991 (got 9007199254740992)');
   refuses({ limit: '10', rate: 1 }, 'limits.limit: must be an integer from 1 to 9007199254740991 (got 10)');
   refuses({ limit: 10, rate: 0 }, 'limits.rate: must be a number from 0.000001 to 1000000000000 (got 0)');
@@ -44,6 +44,20 @@ test('every other option of a limit', () => {
   refuses({ limit: 10, rate: 1, windw: 60 }, 'limits.windw: unknown option');
   refuses([], 'limits: needs at least one limit');
   refuses(60, 'limits: must be an object such as { limit: 60, rate: 1 }');
+});
+
+test('a concurrency limit: a lease in seconds, no rate or window; a lease on another algorithm is refused', () => {
+  refuses({ algorithm: 'concurrency', limit: 10 }, 'limits.lease: required for concurrency (seconds a slot is held unless released)');
+  refuses({ algorithm: 'concurrency', limit: 10, rate: 1 }, 'limits.rate: concurrency takes a lease (seconds a slot is held unless released), not a rate');
+  refuses({ algorithm: 'concurrency', limit: 10, window: 30 }, 'limits.window: concurrency takes a lease (seconds a slot is held unless released), not a window');
+  refuses({ algorithm: 'concurrency', limit: 10, lease: 0.0001 }, 'limits.lease: must be a number from 0.001 to 1000000000000 (got 0.0001)');
+  refuses({ algorithm: 'concurrency', limit: 10, lease: 1e13 }, 'limits.lease: must be a number from 0.001 to 1000000000000 (got 10000000000000)');
+  refuses({ algorithm: 'concurrency', limit: 0, lease: 30 }, 'limits.limit: must be an integer from 1 to 9007199254740991 (got 0)');
+  refuses({ algorithm: 'concurrency', limit: 10, lease: 30, quotaUnit: 'requests' }, 'limits.quotaUnit: a concurrency limit counts concurrent-requests');
+  refuses({ limit: 10, rate: 1, lease: 30 }, 'limits.lease: tokenbucket takes a rate (units per second), not a lease');
+  refuses({ algorithm: 'fixedwindow', limit: 10, window: 60, lease: 30 }, 'limits.lease: fixedwindow takes a window (seconds), not a lease');
+  const [slots] = createLimiter({ redis, limits: { algorithm: 'concurrency', limit: 10, lease: 30 } }).limits;
+  assert.deepEqual([slots.algorithm, slots.param, slots.cost, slots.quotaUnit], ['concurrency', 30, 1, 'concurrent-requests']);
 });
 
 test('policy names: printable ASCII, unique, required when there are several', () => {

@@ -33,7 +33,8 @@ const block = (needle: string) => {
 const EXPRESS = block("from 'express'");
 const FASTIFY = block("from 'fastify'");
 const FASTIFY_TYPES = block("declare module 'fastify'");
-const CHECK = block('createLimiter');
+const CHECK = block('callModel');
+const SLOTS = block("algorithm: 'concurrency'");
 const SCRIPT = block("mode: 'script'");
 
 /** What the README leaves to the reader: types for the compiler, values for the runs. */
@@ -43,6 +44,7 @@ const STAND_INS: Record<string, { type: string }> = {
   health: { type: 'declare function health(): Promise<object>;' },
   job: { type: 'declare const job: { tenant: string; maxTokens: number };' },
   callModel: { type: 'declare function callModel(job: { tenant: string; maxTokens: number }): Promise<number>;' },
+  runExport: { type: 'declare function runExport(job: { tenant: string; maxTokens: number }): Promise<void>;' },
   redis: { type: "declare const redis: import('redis').RedisClientType;" },
 };
 
@@ -86,8 +88,8 @@ before(() => {
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
 });
 
-test('the README has these five TypeScript blocks, and strict TypeScript compiles each as written', () => {
-  assert.equal(blocks.length, 5);
+test('the README has these six TypeScript blocks, and strict TypeScript compiles each as written', () => {
+  assert.equal(blocks.length, 6);
   const files = blocks.map((code, i) => {
     const file = join(dir, `block-${i}.ts`);
     // The Fastify request's type declaration goes with the Fastify app that reads it.
@@ -207,6 +209,31 @@ for (const { mode, withModule } of MODES) {
       const decision = await peek.check({});
       peek.close();
       assert.equal(decision?.limits[0].remaining, 100_000 - ran * 300);
+    });
+
+    test('check() with a concurrency limit: two exports at once, the third refused, both slots back after release()', async () => {
+      await server.cli('flushall');
+      let open = () => {};
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      let running = 0;
+      const stands = { redis, job: { tenant: 'acme', maxTokens: 0 }, runExport: async () => void (running++, await gate) };
+      const runs = [run(SLOTS, stands), run(SLOTS, stands)];
+      for (let i = 0; running < 2; i++) {
+        assert.ok(i < 400, `${running} exports started`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const third = await run(SLOTS, stands);
+      third.out.exportSlots.close();
+      assert.match(String(third.error?.message), /^2 exports running; retry in \d+ ms at most$/);
+      assert.equal(running, 2);
+      assert.equal(await server.cli('exists', 'ratelimit:{tenant:acme}:exports'), '1');
+      open();
+      for (const { out, error } of await Promise.all(runs)) {
+        out.exportSlots.close();
+        assert.equal(error, undefined);
+        assert.equal(out.slot.limits[0].leaseId > 0, true);
+      }
+      assert.equal(await server.cli('exists', 'ratelimit:{tenant:acme}:exports'), '0'); // released: the last release deletes the key
     });
 
     test('check() with Redis stopped: null, and the block runs on', async () => {
