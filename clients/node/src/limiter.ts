@@ -294,11 +294,11 @@ export class Limiter<Req = any> {
 
   /**
    * Decides for one request, taking its units when admitted. When Redis is
-   * unavailable (after one log line): null with onUnavailable `open`, the
-   * in-process decision with `local`, RateLimiterUnavailable thrown with
-   * `closed`. Throws any
-   * error Redis answered (a server error, never a pass). Limits named in
-   * `already` were charged for this request by a stacked limiter: skipped.
+   * unavailable (one log line per failed call): null with onUnavailable
+   * `open`, the in-process decision with `local`, RateLimiterUnavailable
+   * thrown with `closed`. Throws any error Redis answered (a server error,
+   * never a pass). Limits named in `already` were charged for this request
+   * by a stacked limiter: skipped.
    */
   async check(req: Req, already: ReadonlySet<string> = new Set()): Promise<Decision | null> {
     const charges = (await this.charges(req)).filter((c) => !already.has(c.limit.name));
