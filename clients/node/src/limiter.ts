@@ -3,6 +3,7 @@
 
 import { Deadlines } from './deadlines.js';
 import { DenialCache } from './denials.js';
+import { LocalLimiter, type MultiReply } from './local.js';
 import { Metrics, type DecisionEvent } from './metrics.js';
 import { byIp, isIpv6Subnet } from './keys.js';
 import { MODES, ModeSwitch, type Mode } from './mode.js';
@@ -36,8 +37,14 @@ export interface LimiterOptions<Req = any> {
   prefix?: string;
   /** Milliseconds to wait for Redis before treating it as unavailable; 1000 by default. */
   timeoutMs?: number;
-  /** Redis unavailable: `open` (the default) lets requests through, `closed` refuses them (503). */
-  onUnavailable?: 'open' | 'closed';
+  /**
+   * Redis unavailable: `open` (the default) lets requests through, `closed`
+   * refuses them (503), `local` limits them in process (each limit divided
+   * by `instances`) until Redis answers again.
+   */
+  onUnavailable?: OnUnavailable;
+  /** With onUnavailable `local`: how many processes share the limits; each limits to limit / instances (rounded down, at least 1). 1 by default. */
+  instances?: number;
   /** The older form of onUnavailable: true is `open`, false `closed`. */
   failOpen?: boolean;
   /** Where the line about an unavailable Redis goes; console.warn by default. */
@@ -49,6 +56,8 @@ export interface LimiterOptions<Req = any> {
   /** Denials answered in process until their retry time: the most kept (least recently used out), 10000 by default; 0 turns it off. */
   denialCache?: number;
 }
+
+export type OnUnavailable = 'open' | 'closed' | 'local';
 
 /** One limit's part of a decision. */
 export interface LimitDecision {
@@ -107,7 +116,7 @@ export class RateLimiterUnavailable extends Error {
   }
 }
 
-const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'log', 'mode', 'denialCache', 'onDecision'];
+const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'instances', 'log', 'mode', 'denialCache', 'onDecision'];
 
 /** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
 const RETRY_MS = 1000;
@@ -217,6 +226,14 @@ class Link {
   }
 }
 
+/** What limiters made from one another with with() share. */
+interface Shared<Req> {
+  link: Link;
+  cluster: boolean;
+  local: LocalLimiter | undefined;
+  base: CheckedLimit<Req>[];
+}
+
 interface Charge {
   limit: CheckedLimit;
   key: string;
@@ -228,7 +245,8 @@ interface Charge {
 export class Limiter<Req = any> {
   readonly limits: CheckedLimit<Req>[];
   readonly failOpen: boolean;
-  readonly onUnavailable: 'open' | 'closed';
+  readonly onUnavailable: OnUnavailable;
+  readonly instances: number;
   readonly log: (line: string) => void;
   private readonly link: Link;
   private readonly cluster: boolean;
@@ -236,8 +254,10 @@ export class Limiter<Req = any> {
   private readonly prefix: string;
   private readonly denials: DenialCache;
   private readonly metrics: Metrics;
+  /** onUnavailable `local`: the limits in process while Redis is unavailable. */
+  private readonly local: LocalLimiter | undefined;
 
-  constructor(options: LimiterOptions<Req>, shared?: { link: Link; cluster: boolean; base: CheckedLimit<Req>[] }) {
+  constructor(options: LimiterOptions<Req>, shared?: Shared<Req>) {
     if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
     checkUnknown('', options, OPTIONS);
     if (options.limits === undefined) throw new RateLimitConfigError('limits', 'required, e.g. { limit: 60, rate: 1 }');
@@ -260,8 +280,8 @@ export class Limiter<Req = any> {
     if (options.failOpen !== undefined && typeof options.failOpen !== 'boolean') {
       throw new RateLimitConfigError('failOpen', 'must be true or false');
     }
-    if (options.onUnavailable !== undefined && !['open', 'closed'].includes(options.onUnavailable)) {
-      throw new RateLimitConfigError('onUnavailable', `must be 'open' or 'closed' (got ${String(options.onUnavailable)})`);
+    if (options.onUnavailable !== undefined && !['open', 'closed', 'local'].includes(options.onUnavailable)) {
+      throw new RateLimitConfigError('onUnavailable', `must be 'open', 'closed' or 'local' (got ${String(options.onUnavailable)})`);
     }
     if (options.onUnavailable !== undefined && options.failOpen !== undefined) {
       throw new RateLimitConfigError('failOpen', 'give onUnavailable or failOpen (its older form), not both');
@@ -271,16 +291,18 @@ export class Limiter<Req = any> {
     this.denials = new DenialCache(checkInteger('denialCache', options.denialCache ?? 10_000, 0));
     this.onUnavailable = options.onUnavailable ?? (options.failOpen === false ? 'closed' : 'open');
     this.failOpen = this.onUnavailable === 'open';
+    this.instances = checkInteger('instances', options.instances ?? 1, 1);
     this.log = options.log ?? ((line) => console.warn(line));
     this.metrics = new Metrics(options.onDecision, this.log);
     this.key = options.key ?? (byIp(options.ipv6Subnet ?? 56) as (req: Req) => string);
     this.prefix = prefix;
     if (shared) {
-      ({ link: this.link, cluster: this.cluster } = shared);
+      ({ link: this.link, cluster: this.cluster, local: this.local } = shared);
     } else {
       const kind = clientKind(options.redis);
       this.link = new Link(kind, timeoutMs, new ModeSwitch(mode));
       this.cluster = kind.name.endsWith('cluster');
+      this.local = this.onUnavailable === 'local' ? new LocalLimiter() : undefined;
     }
     this.options = options;
   }
@@ -292,15 +314,16 @@ export class Limiter<Req = any> {
    * (a route's limits on top of the app's). Same connection, same options.
    */
   with(extra: Limit<Req> | Limit<Req>[]): Limiter<Req> {
-    return new Limiter({ ...this.options, limits: extra }, { link: this.link, cluster: this.cluster, base: this.limits });
+    return new Limiter({ ...this.options, limits: extra }, { link: this.link, cluster: this.cluster, local: this.local, base: this.limits });
   }
 
   /**
-   * Decides for one request, taking its units when admitted. Returns null
-   * when Redis is unavailable and the limiter fails open (after one log
-   * line); throws RateLimiterUnavailable when it fails closed, and any
-   * error Redis answered (a server error, never a pass). Limits named in
-   * `already` were charged for this request by a stacked limiter: skipped.
+   * Decides for one request, taking its units when admitted. When Redis is
+   * unavailable (one log line per failed call): null with onUnavailable
+   * `open`, the in-process decision with `local`, RateLimiterUnavailable
+   * thrown with `closed`. Throws any error Redis answered (a server error,
+   * never a pass). Limits named in `already` were charged for this request
+   * by a stacked limiter: skipped.
    */
   async check(req: Req, already?: ReadonlySet<string>): Promise<Decision | null> {
     let charges = this.charges(req);
@@ -319,7 +342,7 @@ export class Limiter<Req = any> {
         return known;
       }
     }
-    if (!this.link.mayCall()) return this.unavailable(policy, undefined, null);
+    if (!this.link.mayCall()) return this.unavailable(charges, policy, undefined, null);
     const started = performance.now();
     let decision: Decision;
     try {
@@ -332,7 +355,7 @@ export class Limiter<Req = any> {
         throw error;
       }
       this.link.failed();
-      return this.unavailable(policy, error, durationMs);
+      return this.unavailable(charges, policy, error, durationMs);
     }
     const durationMs = performance.now() - started;
     this.metrics.call('ok', durationMs);
@@ -343,16 +366,52 @@ export class Limiter<Req = any> {
   }
 
   /**
-   * The onUnavailable answer: null (open) or RateLimiterUnavailable
-   * (closed). A failed call writes one log line; requests answered while
-   * Redis waits for its next try do not (`error` undefined).
+   * The onUnavailable answer: null (open), the in-process decision (local)
+   * or RateLimiterUnavailable (closed). A failed call writes one log line;
+   * requests answered while Redis waits for its next try do not (`error`
+   * undefined).
    */
-  private unavailable(policy: string, error: unknown, durationMs: number | null): null {
+  private unavailable(charges: Charge[], policy: string, error: unknown, durationMs: number | null): Decision | null {
     const unavailable = new RateLimiterUnavailable(error ?? new Error('Redis did not answer the last call; tried again at most once a second'));
-    if (error !== undefined) this.log(`${unavailable.message} (${this.failOpen ? 'letting the request through' : 'refusing it'}; Redis is tried again in a second)`);
-    this.metrics.decided(policy, { outcome: this.failOpen ? 'unavailable_open' : 'unavailable_closed', decision: null, durationMs, error: unavailable.cause });
+    const handling = { open: 'letting the request through', closed: 'refusing it', local: 'limiting in process' }[this.onUnavailable];
+    if (error !== undefined) this.log(`${unavailable.message} (${handling}; Redis is tried again in a second)`);
+    const event = { durationMs, error: unavailable.cause };
+    if (this.local) {
+      const decision = this.decideLocally(this.local, charges);
+      this.metrics.decided(policy, { outcome: decision.allowed ? 'unavailable_local_allowed' : 'unavailable_local_denied', decision, ...event });
+      return decision;
+    }
+    this.metrics.decided(policy, { outcome: this.failOpen ? 'unavailable_open' : 'unavailable_closed', decision: null, ...event });
     if (this.failOpen) return null;
     throw unavailable;
+  }
+
+  /**
+   * The decision of the in-process limiter (local.ts), each limit divided
+   * among `instances`. Its units are not given back by refund(): they were
+   * never taken in Redis, and the local state is only a stand-in. Its
+   * leases are released in process, even once Redis is back.
+   */
+  private decideLocally(local: LocalLimiter, charges: Charge[]): Decision {
+    const nowUs = () => BigInt(Date.now()) * 1000n;
+    const shares = charges.map((c) => ({ ...c, size: Math.max(1, Math.floor(c.size / this.instances)) }));
+    const specs = shares.map(({ limit, size, cost }) => ({ algorithm: limit.algorithm, size, param: wordsOf(limit).param, n: cost }));
+    const { allowed, retryAfterMs, limits } = multiResult(shares, local.multi(shares.map((c) => c.key), nowUs(), specs));
+    let released: Promise<void> | undefined;
+    return {
+      allowed,
+      retryAfterMs,
+      neverAllowed: retryAfterMs === -1,
+      delayMs: allowed ? Math.max(0, ...limits.map((l) => l.delayMs ?? 0)) : 0,
+      limits,
+      refund: async (units) => void unitsBack(charges, units),
+      release: () => {
+        released ??= Promise.resolve().then(() => {
+          for (const l of limits) if (l.leaseId) local.release(l.key, l.leaseId, nowUs());
+        });
+        return released;
+      },
+    };
   }
 
   /** Limiters made from one another with with() share it. */
@@ -429,31 +488,7 @@ export class Limiter<Req = any> {
       const { command, param } = wordsOf(limit);
       args.push(command, String(size), param, String(cost));
     }
-    const reply = (await this.link.send(charges[0].key, args)) as [number, number, ...number[][]];
-    const [allowed, retryAfterMs, ...fields] = reply;
-    return {
-      charges,
-      allowed: Number(allowed) === 1,
-      retryAfterMs: Number(retryAfterMs),
-      limits: fields.map((f, i): LimitDecision => {
-        const [ok, remaining, limit, retry, reset, sixth] = f.map(Number);
-        const { limit: checked, key, cost } = charges[i];
-        return {
-          name: checked.name,
-          algorithm: checked.algorithm,
-          key,
-          allowed: ok === 1,
-          remaining,
-          limit,
-          retryAfterMs: retry,
-          resetAfterMs: reset,
-          ...sixthField(checked.algorithm, sixth),
-          cost,
-          param: checked.param,
-          quotaUnit: checked.quotaUnit,
-        };
-      }),
-    };
+    return multiResult(charges, (await this.link.send(charges[0].key, args)) as MultiReply);
   }
 
   /** What a limit took, given back: a refund, or a lease released. Its state after that, or undefined when nothing was taken. */
@@ -486,6 +521,34 @@ export class Limiter<Req = any> {
     if (units <= 0) return undefined;
     return (await this.link.send(key, ['RL.REFUND', key, wordsOf(limit).command, String(size), wordsOf(limit).param, '*', String(units)])) as number[];
   }
+}
+
+/** An RL.MULTI reply (from Redis or the local limiter) for `charges`, as the decision's parts. */
+function multiResult(charges: Charge[], reply: MultiReply) {
+  const [allowed, retryAfterMs, ...fields] = reply;
+  return {
+    charges,
+    allowed: Number(allowed) === 1,
+    retryAfterMs: Number(retryAfterMs),
+    limits: fields.map((f, i): LimitDecision => {
+      const [ok, remaining, limit, retry, reset, sixth] = f.map(Number);
+      const { limit: checked, key, cost } = charges[i];
+      return {
+        name: checked.name,
+        algorithm: checked.algorithm,
+        key,
+        allowed: ok === 1,
+        remaining,
+        limit,
+        retryAfterMs: retry,
+        resetAfterMs: reset,
+        ...sixthField(checked.algorithm, sixth),
+        cost,
+        param: checked.param,
+        quotaUnit: checked.quotaUnit,
+      };
+    }),
+  };
 }
 
 /**

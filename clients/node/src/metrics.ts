@@ -9,12 +9,14 @@ export type Outcome =
   | 'denied'
   | 'denied_in_process'
   | 'unavailable_open'
-  | 'unavailable_closed';
+  | 'unavailable_closed'
+  | 'unavailable_local_allowed'
+  | 'unavailable_local_denied';
 
 /** What onDecision gets for each request the limiter decided. */
 export interface DecisionEvent {
   outcome: Outcome;
-  /** null when Redis could not answer. */
+  /** null when Redis could not answer (unless onUnavailable `local` decided in process). */
   decision: Decision | null;
   /** How long the Redis call took; null when none was made (answered in process, or Redis waiting for its next try). */
   durationMs: number | null;

@@ -86,8 +86,14 @@ test('limiter options', () => {
     [{ redis, limits, prefix: 'rl:{app}:' }, 'prefix: must be a string without { or } (the key adds its own hash tag)'],
     [{ redis, limits, timeoutMs: 0 }, 'timeoutMs: must be a positive number of milliseconds (got 0)'],
     [{ redis, limits, failOpen: 'no' }, 'failOpen: must be true or false'],
-    [{ redis, limits, onUnavailable: 'pass' }, "onUnavailable: must be 'open' or 'closed' (got pass)"],
+    [{ redis, limits, onUnavailable: 'pass' }, "onUnavailable: must be 'open', 'closed' or 'local' (got pass)"],
+    [{ redis, limits, onUnavailable: 'Local' }, "onUnavailable: must be 'open', 'closed' or 'local' (got Local)"],
     [{ redis, limits, onUnavailable: 'open', failOpen: true }, 'failOpen: give onUnavailable or failOpen (its older form), not both'],
+    [{ redis, limits, onUnavailable: 'local', failOpen: false }, 'failOpen: give onUnavailable or failOpen (its older form), not both'],
+    [{ redis, limits, onUnavailable: 'local', instances: 0 }, 'instances: must be an integer from 1 to 9007199254740991 (got 0)'],
+    [{ redis, limits, onUnavailable: 'local', instances: 2.5 }, 'instances: must be an integer from 1 to 9007199254740991 (got 2.5)'],
+    [{ redis, limits, onUnavailable: 'local', instances: '2' }, 'instances: must be an integer from 1 to 9007199254740991 (got 2)'],
+    [{ redis, limits, instances: true }, 'instances: must be an integer from 1 to 9007199254740991 (got true)'],
     [{ redis, limits, denialCache: -1 }, 'denialCache: must be an integer from 0 to 9007199254740991 (got -1)'],
     [{ redis, limits, mode: 'lua' }, "mode: must be 'auto', 'module' or 'script' (got lua)"],
     [{ redis, limits, mode: 'Module' }, "mode: must be 'auto', 'module' or 'script' (got Module)"],
@@ -98,6 +104,15 @@ test('limiter options', () => {
     assert.throws(() => createLimiter(options as never), (error: unknown) => (error as Error).message === message, message);
   }
   assert.doesNotThrow(() => createLimiter({ redis: new Redis({ lazyConnect: true }), limits }));
+  // The policy as it stands: onUnavailable, or failOpen's, 'open' by default; instances 1 by default.
+  const policy = (options: object) => {
+    const limiter = createLimiter({ redis, limits, ...options });
+    return [limiter.onUnavailable, limiter.instances];
+  };
+  assert.deepEqual(
+    [policy({}), policy({ onUnavailable: 'local' }), policy({ onUnavailable: 'local', instances: 4 }), policy({ failOpen: false }), policy({ failOpen: true }), policy({ onUnavailable: 'closed' })],
+    [['open', 1], ['local', 1], ['local', 4], ['closed', 1], ['open', 1], ['closed', 1]],
+  );
   assert.throws(
     () => createLimiter({ redis: createCluster4({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] }), limits }),
     /^RateLimitConfigError: redis: a node-redis v4 cluster cannot be used: upgrade to node-redis v5 or later, or pass an ioredis Cluster$/,
