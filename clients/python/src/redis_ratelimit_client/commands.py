@@ -40,10 +40,15 @@ def refund_args(charge: Charge, units: int) -> list[str]:
     return ["RL.REFUND", charge.key, *charge.spec_args(), "*", str(units)]
 
 
+def release_args(held: LimitResult) -> list[str]:
+    return ["RL.RELEASE", held.key, str(held.lease_id), "*"]
+
+
 def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
     """A limit's reply fields, [allowed, remaining, limit, retry_after_ms,
-    reset_after_ms (, delay_ms)], named."""
+    reset_after_ms (, delay_ms or lease_id)], named."""
     numbers = [int(x) for x in fields]
+    sixth = numbers[5] if len(numbers) > 5 else None
     return LimitResult(
         name=charge.name,
         key=charge.key,
@@ -53,9 +58,10 @@ def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
         limit=numbers[2],
         retry_after_ms=numbers[3],
         reset_after_ms=numbers[4],
-        delay_ms=numbers[5] if len(numbers) > 5 else None,
+        delay_ms=None if charge.spec.is_concurrency else sixth,
         cost=charge.cost,
         spec=charge.spec,
+        lease_id=sixth if charge.spec.is_concurrency else None,
     )
 
 
