@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -42,6 +43,29 @@ def refund_args(charge: Charge, units: int) -> list[str]:
 
 def release_args(held: LimitResult) -> list[str]:
     return ["RL.RELEASE", held.key, str(held.lease_id), "*"]
+
+
+def charge_of(r: LimitResult) -> Charge:
+    return Charge(r.spec, r.name, r.key, r.cost, r.limit)
+
+
+def taken_back(r: LimitResult) -> bool:
+    """Whether giving back what a request took has a call to make for this
+    limit: a lease to release, or units to refund."""
+    return bool(r.lease_id) or (r.cost > 0 and not r.spec.is_concurrency)
+
+
+def give_back_args(r: LimitResult) -> list[str]:
+    return release_args(r) if r.lease_id else refund_args(charge_of(r), r.cost)
+
+
+def given_back(r: LimitResult, reply: Sequence[Any]) -> LimitResult:
+    """The limit's state after give_back_args's call: RL.REFUND's fields,
+    or RL.RELEASE's [released, held, reset_after_ms] (the lease gone)."""
+    if not r.lease_id:
+        return result(charge_of(r), reply)
+    held, reset_after_ms = int(reply[1]), int(reply[2])
+    return dataclasses.replace(r, remaining=max(0, r.limit - held), reset_after_ms=reset_after_ms, lease_id=0)
 
 
 def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:

@@ -120,7 +120,7 @@ class Limit:
     @property
     def parameter(self) -> float:
         """The second number of the limit spec: rate, window or lease."""
-        value = getattr(self, self.parameter_option)
+        value = {"rate": self.rate, "window": self.window, "lease": self.lease}[self.parameter_option]
         assert value is not None  # validated
         return value
 
