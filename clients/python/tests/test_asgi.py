@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
+from typing import Any, AsyncIterator
 
 import redis
 import redis.asyncio
@@ -19,14 +19,14 @@ from litestar.response import Response as LitestarResponse
 from starlette.applications import Starlette
 from starlette.authentication import SimpleUser, UnauthenticatedUser
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_user
 from redis_ratelimit_client.asgi import RateLimitMiddleware
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
-from web import SLOTS, check_concurrency_scenario, check_scenario, get, rate_headers, serve_asgi
+from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_asgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -237,3 +237,20 @@ def test_fastapi_concurrency_limit(server: Server, r: redis.Redis, mode: str) ->
 
     with serve_asgi(app) as port:
         check_concurrency_scenario(port, r, mode, gate)
+
+
+def test_asgi_streamed_response_holds_its_slot_until_sent(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+
+    async def chunks() -> AsyncIterator[str]:
+        yield "first "
+        await wait_for_gate(gate)
+        yield "last"
+
+    async def stream(request: Request) -> StreamingResponse:
+        return StreamingResponse(chunks(), media_type="text/plain")
+
+    app = Starlette(routes=[Route("/stream", stream)])
+    app.add_middleware(RateLimitMiddleware, limiter=concurrency_limiter(server))
+    with serve_asgi(app) as port:
+        check_streamed_slot(port, r, mode, gate)

@@ -204,3 +204,22 @@ def check_concurrency_scenario(port: int, r: redis.Redis, mode: str, gate: threa
     assert (status, headers["retry-after"]) == (429, "1")
     wait_for(lambda: free("203.0.113.15") == 2, 1.5)
     assert get(port, "/ok", "203.0.113.15")[0] == 200
+
+
+def check_streamed_slot(port: int, r: redis.Redis, mode: str, gate: threading.Event) -> None:
+    """`/stream` sends a first chunk, then the last one when the gate is
+    set: its slot is held until the last one is sent, or until the client
+    that went away is noticed."""
+
+    def free(ip: str) -> int:
+        return int(run(r, mode, "RL.PEEK", f"ratelimit:{{ip:{ip}}}:slots", "CONCURRENCY", "2", "30", "*", "0")[1])
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/stream", headers={"X-Forwarded-For": "203.0.113.17"})
+    response = connection.getresponse()
+    assert response.read(6) == b"first "
+    assert free("203.0.113.17") == 1
+    gate.set()
+    assert response.read() == b"last"
+    connection.close()
+    wait_for(lambda: free("203.0.113.17") == 2)
