@@ -61,7 +61,7 @@ def release_calls(r: redis.Redis, mode: str) -> int:
     return script_stats(r)[0]
 
 
-def slots_free(r: redis.Redis, mode: str, key: str = "ratelimit:{k}:slots") -> int:
+def slots_free(r: Any, mode: str, key: str = "ratelimit:{k}:slots") -> int:
     return peek_remaining(r, mode, "RL.PEEK", key, "CONCURRENCY", "2", "30", "*", "0")
 
 
