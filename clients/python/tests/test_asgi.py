@@ -3,8 +3,10 @@ dependency, served by uvicorn over real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
-from typing import Any
+from typing import Any, AsyncIterator
 
 import redis
 import redis.asyncio
@@ -17,14 +19,14 @@ from litestar.response import Response as LitestarResponse
 from starlette.applications import Starlette
 from starlette.authentication import SimpleUser, UnauthenticatedUser
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_user
 from redis_ratelimit_client.asgi import RateLimitMiddleware
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
-from web import check_scenario, get, rate_headers, serve_asgi
+from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_asgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -162,3 +164,93 @@ def test_throttle_by_user_and_refunds_of_successes(own_server: Server) -> None:
         status, headers, body = get(quiet_port, "/fail", "203.0.113.5")
         assert (status, rate_headers(headers)) == (429, {"retry-after": "1000"})  # headers=False: no IETF fields
         assert body == {"error": "rate_limit_exceeded", "message": "Slow down.", "retry_after_seconds": 1000}
+
+
+def concurrency_limiter(server: Server) -> AsyncRateLimiter:
+    return AsyncRateLimiter(redis.asyncio.Redis(port=server.port), SLOTS, key=by_ip(trusted_proxies=1))
+
+
+async def wait_for_gate(gate: threading.Event) -> None:
+    while not gate.is_set():
+        await asyncio.sleep(0.01)
+
+
+def test_starlette_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+
+    async def ok(request: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def slow(request: Request) -> Response:
+        await wait_for_gate(gate)
+        return Response("slow", media_type="text/plain")
+
+    async def boom(request: Request) -> Response:
+        raise RuntimeError("the handler failed")
+
+    app = Starlette(routes=[Route("/ok", ok), Route("/slow", slow), Route("/boom", boom)])
+    app.add_middleware(RateLimitMiddleware, limiter=concurrency_limiter(server))
+    with serve_asgi(app) as port:
+        check_concurrency_scenario(port, r, mode, gate)
+
+
+def test_litestar_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+
+    @litestar_get("/ok", media_type="text/plain")
+    async def ok() -> str:
+        return "ok"
+
+    @litestar_get("/slow", media_type="text/plain")
+    async def slow() -> str:
+        await wait_for_gate(gate)
+        return "slow"
+
+    @litestar_get("/boom", media_type="text/plain")
+    async def boom() -> str:
+        raise RuntimeError("the handler failed")
+
+    app = Litestar(route_handlers=[ok, slow, boom], middleware=[DefineMiddleware(RateLimitMiddleware, limiter=concurrency_limiter(server))])
+    with serve_asgi(app) as port:
+        check_concurrency_scenario(port, r, mode, gate)
+
+
+def test_fastapi_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+    app = FastAPI()
+    app.add_middleware(RateLimitHeadersMiddleware)
+    app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
+    limited = [Depends(RateLimit(concurrency_limiter(server)))]
+
+    @app.get("/ok", response_class=PlainTextResponse, dependencies=limited)
+    async def ok() -> str:
+        return "ok"
+
+    @app.get("/slow", response_class=PlainTextResponse, dependencies=limited)
+    async def slow() -> str:
+        await wait_for_gate(gate)
+        return "slow"
+
+    @app.get("/boom", response_class=PlainTextResponse, dependencies=limited)
+    async def boom() -> str:
+        raise RuntimeError("the handler failed")
+
+    with serve_asgi(app) as port:
+        check_concurrency_scenario(port, r, mode, gate)
+
+
+def test_asgi_streamed_response_holds_its_slot_until_sent(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+
+    async def chunks() -> AsyncIterator[str]:
+        yield "first "
+        await wait_for_gate(gate)
+        yield "last"
+
+    async def stream(request: Request) -> StreamingResponse:
+        return StreamingResponse(chunks(), media_type="text/plain")
+
+    app = Starlette(routes=[Route("/stream", stream)])
+    app.add_middleware(RateLimitMiddleware, limiter=concurrency_limiter(server))
+    with serve_asgi(app) as port:
+        check_streamed_slot(port, r, mode, gate)

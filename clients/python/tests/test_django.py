@@ -3,20 +3,22 @@ WSGI server over real HTTP."""
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, Iterator
 
 import django
 import redis
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.test.utils import override_settings
 from django.urls import path
 
 from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.django import rate_limit
 from servers import Server
-from web import check_scenario, get, serve_wsgi
+from modes import run
+from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, serve_wsgi
 
 settings.configure(
     DEBUG=False,
@@ -83,3 +85,46 @@ def test_django_decorator_without_the_middleware(own_server: Server) -> None:
         assert (status, body, headers["ratelimit"]) == (200, "found", '"search";r=0;t=' + headers["ratelimit"].rsplit("=", 1)[1])
         status, headers, body = get(port, "/search", "192.0.2.7")
         assert (status, body["error"], headers["retry-after"]) == (429, "rate_limit_exceeded", headers["ratelimit"].rsplit("=", 1)[1])
+
+
+def concurrency_routes(limiter: RateLimiter, gate: threading.Event) -> list[Any]:
+    def ok(request: HttpRequest) -> HttpResponse:
+        return text("ok")
+
+    def slow(request: HttpRequest) -> HttpResponse:
+        gate.wait(10)
+        return text("slow")
+
+    def boom(request: HttpRequest) -> HttpResponse:
+        raise RuntimeError("the handler failed")
+
+    def stream(request: HttpRequest) -> StreamingHttpResponse:
+        def chunks() -> Iterator[str]:
+            yield "first "
+            gate.wait(10)
+            yield "last"
+
+        return StreamingHttpResponse(chunks(), content_type="text/plain")
+
+    @rate_limit(limiter)
+    def boom_decorated(request: HttpRequest) -> HttpResponse:
+        raise RuntimeError("the handler failed")
+
+    views = [path("ok", ok), path("slow", slow), path("boom", boom), path("stream", stream), path("boom-decorated", boom_decorated)]
+    return views
+
+
+def test_django_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+    limiter = RateLimiter(redis.Redis(port=server.port), SLOTS, key=by_ip(trusted_proxies=1))
+    urlpatterns[:] = concurrency_routes(limiter, gate)
+    with override_settings(RATE_LIMIT={"limiter": limiter}):
+        app = WSGIHandler()
+    with serve_wsgi(app) as port:
+        check_concurrency_scenario(port, r, mode, gate)
+        check_streamed_slot(port, r, mode, gate)
+    with override_settings(MIDDLEWARE=[]):
+        bare = WSGIHandler()
+    with serve_wsgi(bare) as port:  # the decorator alone, its view raising
+        assert [get(port, "/boom-decorated", "203.0.113.16")[0] for _ in range(3)] == [500, 500, 500]
+        assert int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.16}:slots", "CONCURRENCY", "2", "30", "*", "0")[1]) == 2

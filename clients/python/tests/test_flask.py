@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Iterator
 
 import redis
-from flask import Flask, g
+from flask import Flask, Response, g
 
 from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.flask import FlaskRateLimit
 from servers import Server
-from web import check_scenario, get, rate_headers, serve_wsgi
+from modes import run
+from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -101,3 +104,47 @@ def test_flask_throttle_paces_a_leaky_bucket(own_server: Server) -> None:
             assert (status, body, headers["ratelimit-policy"]) == (200, "done", '"default";q=3;w=1')
         # The second request waited its place in the queue (1/rate = 200 ms) before running.
         assert times[0] < 0.15 and times[1] >= 0.19, times
+
+
+def test_flask_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+    app = Flask(__name__)
+    FlaskRateLimit(app, RateLimiter(redis.Redis(port=server.port), SLOTS, key=by_ip(trusted_proxies=1)))
+
+    @app.get("/ok")
+    def ok() -> str:
+        return "ok"
+
+    @app.get("/slow")
+    def slow() -> str:
+        gate.wait(10)
+        return "slow"
+
+    @app.get("/boom")
+    def boom() -> str:
+        raise RuntimeError("the handler failed")
+
+    with serve_wsgi(app) as port:
+        check_concurrency_scenario(port, r, mode, gate)
+    app.config["PROPAGATE_EXCEPTIONS"] = True  # the error passes Flask's handling by: the teardown releases
+    with serve_wsgi(app) as port:
+        assert [get(port, "/boom", "203.0.113.16")[0] for _ in range(3)] == [500, 500, 500]
+        assert int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.16}:slots", "CONCURRENCY", "2", "30", "*", "0")[1]) == 2
+
+
+def test_flask_streamed_response_holds_its_slot_until_sent(server: Server, r: redis.Redis, mode: str) -> None:
+    gate = threading.Event()
+    app = Flask(__name__)
+    FlaskRateLimit(app, RateLimiter(redis.Redis(port=server.port), SLOTS, key=by_ip(trusted_proxies=1)))
+
+    @app.get("/stream")
+    def stream() -> Response:
+        def chunks() -> Iterator[str]:
+            yield "first "
+            gate.wait(10)
+            yield "last"
+
+        return Response(chunks(), mimetype="text/plain")
+
+    with serve_wsgi(app) as port:
+        check_streamed_slot(port, r, mode, gate)

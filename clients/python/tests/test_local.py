@@ -1,6 +1,7 @@
 """The in-process limiter of on_unavailable="local" (local.py) against the
-module: the same random RL.MULTI calls, with the same given times, on a
-real server with the module and in process; every reply field for field."""
+module: the same random RL.MULTI calls (concurrency limits among them) and
+RL.RELEASE calls, with the same given times, on a real server with the
+module and in process; every reply field for field."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ PARAMETERS = {  # (size, rate or window) choices per algorithm: small and large,
     "fixedwindow": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5")],
     "slidingwindow": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5"), (1000, "3")],
     "slidinglog": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5")],
+    # limit, lease; no lease below 50 ms: the key's PTTL runs on the server's real clock, not the given one
+    "concurrency": [(1, "1"), (3, "0.5"), (5, "2.5"), (2, "0.05"), (4, "0.25")],
 }
 
 
@@ -30,10 +33,12 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
     local = LocalLimiter()
     keys = {}
     for i in range(8):
-        algorithm = rng.choice(list(PARAMETERS))
+        algorithm = "concurrency" if i < 2 else rng.choice(list(PARAMETERS))  # leases in every run
         size, parameter = rng.choice(PARAMETERS[algorithm])
         keys[f"{{k}}:{i}"] = (algorithm, size, parameter)
     now_us = int(time.time()) * 1_000_000 + rng.randrange(1_000_000)
+    leases: list[tuple[str, int]] = []
+    released = freed = 0
     for step in range(1500):
         now_us += rng.choice([0, 1, rng.randrange(1000), rng.randrange(300_000), rng.randrange(3_000_000)])
         chosen = rng.sample(sorted(keys), rng.randint(1, 3))
@@ -47,4 +52,14 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
             args += [algorithm.upper(), size, parameter, n]
         expected = r.execute_command(*args)  # type: ignore[no-untyped-call]
         assert local.multi(chosen, now_us, specs) == expected, (seed, step, args)
+        leases += [(key, fields[5]) for key, (algorithm, *_), fields in zip(chosen, specs, expected[2:]) if algorithm == "concurrency" and fields[5]]
+        if leases and rng.random() < 0.3:  # a lease given back: held, run out, released already, or an id never given
+            key, lease_id = rng.choice(leases)
+            lease_id = rng.choice([lease_id, lease_id, lease_id + 1, 0])
+            released += 1
+            release = ["RL.RELEASE", key, lease_id, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
+            expected = r.execute_command(*release)  # type: ignore[no-untyped-call]
+            assert local.release(key, lease_id, now_us) == expected, (seed, step, release)
+            freed += expected[0]
+    assert released > 100 and freed > 50, (released, freed)  # the releases ran, and many freed a held lease
     r.close()

@@ -38,7 +38,7 @@ def make(*limits: Any, **options: Any) -> RateLimiter:
         (Limit("tokenbucket", 10, rate=1, name="a\nb"), "limits[0].name: must be 1 to 64 printable ASCII characters (got 'a\\nb')"),
         (Limit("tokenbucket", 10, rate=1, key="ip"), "limits[0].key: must be a function of the request (got 'ip')"),  # type: ignore[arg-type]
         (Limit("tokenbucket", 10, rate=1, quota_unit="bytes"), "limits[0].quota_unit: must be one of requests, content-bytes, concurrent-requests (got 'bytes')"),  # type: ignore[arg-type]
-        (Limit("tokenbucket2", 10, rate=1), "limits[0].algorithm: must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog (got 'tokenbucket2')"),  # type: ignore[arg-type]
+        (Limit("tokenbucket2", 10, rate=1), "limits[0].algorithm: must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog, concurrency (got 'tokenbucket2')"),  # type: ignore[arg-type]
     ],
 )
 def test_a_bad_limit_raises_naming_the_option(limit: Limit, message: str) -> None:

@@ -37,6 +37,7 @@ BLOCKS = {
     "pip install redis-ratelimit-client": "test_the_install_lines_name_this_package_and_its_extras",
     "from redis_ratelimit_client import Limit, RateLimiter, by_user, denied_body, rate_limit_headers": "test_the_limiter_example",
     "llm = AsyncRateLimiter(": "test_the_reserve_then_give_back_example",
+    "exports = AsyncRateLimiter(": "test_the_concurrency_example",
     "from starlette.applications import Starlette": "test_readme.py::test_the_starlette_example",
     "from fastapi import Depends, FastAPI": "test_readme.py::test_the_fastapi_example",
     "from litestar import Litestar, get": "test_the_litestar_example",
@@ -48,7 +49,7 @@ BLOCKS = {
 def test_every_block_is_run_by_a_test() -> None:
     every = re.findall(r"```(\w*)\n(.*?)```", README.read_text(), re.S)
     blocks = [(lang, block) for lang, block in every if lang]  # untagged: a benchmark's output, not code
-    assert [lang for lang, _ in blocks] == ["sh"] + ["python"] * 7
+    assert [lang for lang, _ in blocks] == ["sh"] + ["python"] * 8
     assert all("checks/s" in block or "requests/s" in block for lang, block in every if not lang)
     for _, block in blocks:
         assert [marker for marker in BLOCKS if marker in block] != [], block[:80]
@@ -138,6 +139,38 @@ def test_the_reserve_then_give_back_example(own_server: Server, mode: str, monke
         return answers
 
     assert asyncio.run(twice()) == ["echo hi", "echo down"]
+
+
+def test_the_concurrency_example(own_server: Server, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = run_block("exports = AsyncRateLimiter(", own_server.port, monkeypatch)
+    client = own_server.client()
+
+    def free() -> int:
+        return peek_remaining(client, mode, "RL.PEEK", "ratelimit:{tenant:acme}:exports", "CONCURRENCY", "3", "60", "*", "0")
+
+    async def exports() -> list[Any]:
+        done = asyncio.Event()
+
+        async def slow_export() -> str:
+            await done.wait()
+            return "exported"
+
+        async def failing_export() -> str:
+            raise RuntimeError("the export failed")
+
+        running = [asyncio.ensure_future(ns["export"]("acme", slow_export)) for _ in range(3)]
+        while free() > 0:
+            await asyncio.sleep(0.01)
+        fourth = await ns["export"]("acme", slow_export)  # all 3 slots held: refused at once
+        other = await ns["export"]("globex", lambda: asyncio.sleep(0, "other tenant"))
+        done.set()
+        finished = await asyncio.gather(*running)
+        after = free()
+        with pytest.raises(RuntimeError):
+            await ns["export"]("acme", failing_export)
+        return [fourth, other, finished, after, free()]
+
+    assert asyncio.run(exports()) == [None, "other tenant", ["exported"] * 3, 3, 3]
 
 
 def test_the_litestar_example(server: Server, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:

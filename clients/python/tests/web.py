@@ -1,19 +1,23 @@
 """Real HTTP for the framework tests: uvicorn for ASGI apps, Werkzeug's
 server for WSGI apps, each in a thread on a free port; requests with
-http.client. And the one scenario every framework must pass the same way."""
+http.client. And the scenarios every framework must pass the same way."""
 
 from __future__ import annotations
 
 import contextlib
 import http.client
 import json
+import socket
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+import redis
 import uvicorn
 from werkzeug.serving import make_server
 
+from modes import run
+from redis_ratelimit_client import Limit, RateLimiter
 from servers import Server, free_port
 
 Response = tuple[int, dict[str, str], Any]
@@ -122,3 +126,100 @@ def check_scenario(open_port: int, closed_port: int, redis_server: Server, fail_
         time.sleep(0.05)
         status, headers, _ = get(closed_port, "/ok", "203.0.113.4")
     assert (status, headers["ratelimit"]) == (200, '"default";r=1;t=1000')
+
+
+# The concurrency scenario: at most 2 requests in flight per client address
+# (one trusted proxy), leases of 30 s. `/ok` answers at once, `/slow` when
+# the scenario sets the gate, `/boom` raises in the handler.
+SLOTS = Limit("concurrency", 2, lease=30, name="slots")
+SLOTS_POLICY = '"slots";q=2;qu="concurrent-requests"'
+SLOTS_DENIED_BODY = {**DENIED_BODY, "retry_after_seconds": 30}
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 5) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s")
+        time.sleep(0.02)
+
+
+def check_concurrency_scenario(port: int, r: redis.Redis, mode: str, gate: threading.Event, boom_status: int = 500) -> None:
+    """What each framework's layer must do with a concurrency limit, over
+    real HTTP, the gate cleared: every request holds a slot while its
+    handler runs and gives it back when its response is done, when the
+    handler raises, or when the client went away; a slot whose holder died
+    comes back when its lease runs out."""
+
+    def free(ip: str) -> int:  # slots free now, as RL.PEEK (takes nothing) says
+        return int(run(r, mode, "RL.PEEK", f"ratelimit:{{ip:{ip}}}:slots", "CONCURRENCY", "2", "30", "*", "0")[1])
+
+    # One after another: each response gives its slot back before the client sees it.
+    for _ in range(3):
+        status, headers, body = get(port, "/ok", "203.0.113.11")
+        assert (status, body, rate_headers(headers)) == (200, "ok", {"ratelimit-policy": SLOTS_POLICY, "ratelimit": '"slots";r=1;t=30'})
+    assert free("203.0.113.11") == 2
+
+    # Two slow requests hold both slots: the third is denied, with the lease's wait.
+    slow: list[Response] = []
+    threads = [threading.Thread(target=lambda: slow.append(get(port, "/slow", "203.0.113.12"))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: free("203.0.113.12") == 0)
+    status, headers, body = get(port, "/ok", "203.0.113.12")
+    assert (status, body) == (429, SLOTS_DENIED_BODY)
+    assert rate_headers(headers) == {"ratelimit-policy": SLOTS_POLICY, "ratelimit": '"slots";r=0;t=30', "retry-after": "30"}
+    status, _, _ = get(port, "/ok", "203.0.113.12")
+    assert status == 429  # asked Redis again: a concurrency denial is never answered in process
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    gate.clear()
+    assert sorted((s, b, h["ratelimit"]) for s, h, b in slow) == [(200, "slow", '"slots";r=0;t=30'), (200, "slow", '"slots";r=1;t=30')]
+    assert free("203.0.113.12") == 2
+    assert get(port, "/ok", "203.0.113.12")[0] == 200
+
+    # A handler that raises gives its slot back.
+    for _ in range(3):
+        assert get(port, "/boom", "203.0.113.13")[0] == boom_status
+    assert free("203.0.113.13") == 2
+
+    # A client that goes away while its handler still works: the slot comes
+    # back when the handler is done, long before the lease (30 s) runs out.
+    with socket.create_connection(("127.0.0.1", port)) as aborted:
+        aborted.sendall(b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: 203.0.113.14\r\n\r\n")
+        wait_for(lambda: free("203.0.113.14") == 1)
+    time.sleep(0.2)
+    assert free("203.0.113.14") == 1  # the handler still holds it
+    gate.set()
+    wait_for(lambda: free("203.0.113.14") == 2)
+    gate.clear()
+
+    # A holder that died without releasing (a limiter gone with its process):
+    # its slots come back when its lease (0.5 s) runs out.
+    crashed = RateLimiter(redis.Redis(port=r.connection_pool.connection_kwargs["port"]), Limit("concurrency", 2, lease=0.5, name="slots", cost=2), key=lambda request: "ip:203.0.113.15")
+    taken = crashed.check()
+    assert taken is not None and taken.allowed
+    status, headers, body = get(port, "/ok", "203.0.113.15")
+    assert (status, headers["retry-after"]) == (429, "1")
+    wait_for(lambda: free("203.0.113.15") == 2, 1.5)
+    assert get(port, "/ok", "203.0.113.15")[0] == 200
+
+
+def check_streamed_slot(port: int, r: redis.Redis, mode: str, gate: threading.Event) -> None:
+    """`/stream` sends a first chunk, then the last one when the gate is
+    set: its slot is held until the last one is sent, or until the client
+    that went away is noticed."""
+
+    def free(ip: str) -> int:
+        return int(run(r, mode, "RL.PEEK", f"ratelimit:{{ip:{ip}}}:slots", "CONCURRENCY", "2", "30", "*", "0")[1])
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/stream", headers={"X-Forwarded-For": "203.0.113.17"})
+    response = connection.getresponse()
+    assert response.read(6) == b"first "
+    assert free("203.0.113.17") == 1
+    gate.set()
+    assert response.read() == b"last"
+    connection.close()
+    wait_for(lambda: free("203.0.113.17") == 2)

@@ -5,7 +5,8 @@
 
 Key and cost functions receive the ASGI scope (by_ip and by_user read it).
 The decision is in scope["state"]["rate_limit"] (Starlette's and Litestar's
-request.state.rate_limit)."""
+request.state.rate_limit). A concurrency limit's lease is held while the
+app runs (Leases)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,39 @@ async def decide(limiter: AsyncRateLimiter, options: HttpOptions, request: Any) 
     return decision, result
 
 
+class Leases:
+    """The decisions whose concurrency leases one request holds; released
+    (once each: limiter.release) just before the response's last body
+    message goes out, the work being done (a client that sends its next
+    request on receipt finds its slot free), or when the app returns
+    without one: a handler that raised, a client that went away."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[AsyncRateLimiter, Decision]] = []
+
+    def hold(self, limiter: AsyncRateLimiter, decision: Optional[Decision]) -> None:
+        if decision is not None and decision.leases:
+            self.held.append((limiter, decision))
+
+    async def release(self) -> None:
+        for limiter, decision in self.held:
+            await limiter.release(decision)
+
+    def releasing(self, send: Send) -> Send:
+        async def send_released(message: Message) -> None:
+            if self.held and message["type"] == "http.response.body" and not message.get("more_body", False):
+                await self.release()
+            await send(message)
+
+        return send_released
+
+    async def run(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await app(scope, receive, self.releasing(send))
+        finally:
+            await self.release()
+
+
 class RateLimitMiddleware:
     """Limits every HTTP request of the app it wraps."""
 
@@ -91,8 +125,10 @@ class RateLimitMiddleware:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
+        leases = Leases()
+        leases.hold(self.limiter, decision)
         try:
-            await self.app(scope, receive, send_with_headers)
+            await leases.run(self.app, scope, receive, send_with_headers)
         finally:
             if self.options.refunds(decision, status):
                 assert decision is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,10 +41,38 @@ def refund_args(charge: Charge, units: int) -> list[str]:
     return ["RL.REFUND", charge.key, *charge.spec_args(), "*", str(units)]
 
 
+def release_args(held: LimitResult) -> list[str]:
+    return ["RL.RELEASE", held.key, str(held.lease_id), "*"]
+
+
+def charge_of(r: LimitResult) -> Charge:
+    return Charge(r.spec, r.name, r.key, r.cost, r.limit)
+
+
+def taken_back(r: LimitResult) -> bool:
+    """Whether giving back what a request took has a call to make for this
+    limit: a lease to release, or units to refund."""
+    return bool(r.lease_id) or (r.cost > 0 and not r.spec.is_concurrency)
+
+
+def give_back_args(r: LimitResult) -> list[str]:
+    return release_args(r) if r.lease_id else refund_args(charge_of(r), r.cost)
+
+
+def given_back(r: LimitResult, reply: Sequence[Any]) -> LimitResult:
+    """The limit's state after give_back_args's call: RL.REFUND's fields,
+    or RL.RELEASE's [released, held, reset_after_ms] (the lease gone)."""
+    if not r.lease_id:
+        return result(charge_of(r), reply)
+    held, reset_after_ms = int(reply[1]), int(reply[2])
+    return dataclasses.replace(r, remaining=max(0, r.limit - held), reset_after_ms=reset_after_ms, lease_id=0)
+
+
 def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
     """A limit's reply fields, [allowed, remaining, limit, retry_after_ms,
-    reset_after_ms (, delay_ms)], named."""
+    reset_after_ms (, delay_ms or lease_id)], named."""
     numbers = [int(x) for x in fields]
+    sixth = numbers[5] if len(numbers) > 5 else None
     return LimitResult(
         name=charge.name,
         key=charge.key,
@@ -53,9 +82,10 @@ def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
         limit=numbers[2],
         retry_after_ms=numbers[3],
         reset_after_ms=numbers[4],
-        delay_ms=numbers[5] if len(numbers) > 5 else None,
+        delay_ms=None if charge.spec.is_concurrency else sixth,
         cost=charge.cost,
         spec=charge.spec,
+        lease_id=sixth if charge.spec.is_concurrency else None,
     )
 
 

@@ -49,8 +49,8 @@ class DenialCache:
         return self.clock() * 1000
 
     def remember(self, charges: Sequence[Charge], decision: Decision) -> None:
-        if self.size == 0 or decision.allowed:
-            return
+        if self.size == 0 or decision.allowed or any(c.spec.is_concurrency for c in charges):
+            return  # a release frees a slot long before a lease's retry_after_ms
         now = self._now_ms()
         wait = NEVER_MS if decision.retry_after_ms == -1 else decision.retry_after_ms
         entry = _Entry(decision, tuple(c.cost for c in charges), now, now + wait)

@@ -24,7 +24,7 @@ from django.utils.module_loading import import_string
 from .http import VIEW_LIMITER, Answer, HttpOptions
 from .limiter import RateLimiter
 from .limits import ConfigurationError
-from .wsgi import check_limiter, decide
+from .wsgi import check_limiter, decide, release_when_done
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
 HANDLED = "_redis_ratelimit_client_handled"
@@ -73,7 +73,20 @@ def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
             response[name] = value
         if options.refunds(decision, response.status_code):
             limiter.refund(decision)
+        streaming: Any = response  # a StreamingHttpResponse is no HttpResponse subclass, but views return it too
+        body = release_when_done(limiter, decision, streaming.streaming_content if streaming.streaming else None)
+        if body is not None:
+            streaming.streaming_content = body
     return response
+
+
+def _failed(request: HttpRequest) -> None:
+    """The view raised (no middleware turned it into a response): its leases go back."""
+    pending = getattr(request, PENDING, None)
+    if pending is not None:
+        limiter, _, decision, _ = pending
+        if decision is not None:
+            limiter.release(decision)
 
 
 class RateLimitMiddleware:
@@ -108,7 +121,15 @@ def rate_limit(limiter: Optional[RateLimiter], **options: Any) -> Callable[[View
             if getattr(request, HANDLED, False) or chosen is EXEMPT:
                 return view(request, *args, **kwargs)
             assert isinstance(chosen, RateLimiter)
-            return _check(request, chosen, own_options) or _finish(request, view(request, *args, **kwargs))
+            denied = _check(request, chosen, own_options)
+            if denied is not None:
+                return denied
+            try:
+                response = view(request, *args, **kwargs)
+            except BaseException:
+                _failed(request)
+                raise
+            return _finish(request, response)
 
         setattr(limited, VIEW_LIMITER, chosen)
         return limited  # type: ignore[return-value]

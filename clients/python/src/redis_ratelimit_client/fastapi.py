@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .asgi import decide
+from .asgi import Leases, decide
 from .decision import Decision
 from .http import Answer
 from .http import HttpOptions
@@ -34,11 +34,14 @@ from .limits import ConfigurationError
 #: The ASGI scope's entry where RateLimitHeadersMiddleware collects the
 #: headers the dependencies give an admitted request.
 HEADERS = "redis_ratelimit_client.headers"
+#: ... and the concurrency leases they took, which it releases (asgi.Leases).
+LEASES = "redis_ratelimit_client.leases"
 
 
 class RateLimitHeadersMiddleware:
     """Puts the RateLimit headers of the RateLimit dependencies on the
-    response, whatever the route returns (a value, or a Response)."""
+    response, whatever the route returns (a value, or a Response), and
+    releases the concurrency leases they took when the response is done."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -49,13 +52,14 @@ class RateLimitHeadersMiddleware:
             return
         headers: list[tuple[bytes, bytes]] = []
         scope[HEADERS] = headers
+        scope[LEASES] = leases = Leases()
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and headers:
                 message = {**message, "headers": [*message.get("headers", []), *headers]}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        await leases.run(self.app, scope, receive, send_with_headers)
 
 
 class RateLimitExceeded(Exception):
@@ -105,5 +109,6 @@ class RateLimit:
             raise RateLimitExceeded(result, decision, custom)
         if result is not None:
             headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in result.headers.items()]
+        request.scope[LEASES].hold(self.limiter, decision)
         request.state.rate_limit = decision
         return decision

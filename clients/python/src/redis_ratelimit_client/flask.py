@@ -16,7 +16,7 @@ from flask import Flask, Response, g, make_response, request
 
 from .http import VIEW_LIMITER, HttpOptions
 from .limiter import RateLimiter
-from .wsgi import check_limiter, decide
+from .wsgi import check_limiter, decide, release_when_done
 
 View = TypeVar("View", bound=Callable[..., Any])
 EXEMPT = object()
@@ -35,6 +35,7 @@ class FlaskRateLimit:
         app.extensions["redis_ratelimit_client"] = self
         app.before_request(self._before)
         app.after_request(self._after)
+        app.teardown_request(self._teardown)
 
     def limit(self, limiter: RateLimiter) -> Callable[[View], View]:
         """This view is limited by `limiter` (instead of the app's)."""
@@ -73,4 +74,13 @@ class FlaskRateLimit:
             response.headers.update(g.get("rate_limit_headers", {}))
             if self.options.refunds(decision, response.status_code):
                 g.rate_limit_limiter.refund(decision)
+            body: Any = release_when_done(g.rate_limit_limiter, decision, response.response if response.is_streamed else None)
+            if body is not None:
+                response.response = body
         return response
+
+    def _teardown(self, error: Optional[BaseException]) -> None:
+        """A view that raised past Flask's error handling (PROPAGATE_EXCEPTIONS) skips _after."""
+        decision = g.get("rate_limit")
+        if error is not None and decision is not None:
+            g.rate_limit_limiter.release(decision)

@@ -26,7 +26,8 @@ def seconds(ms: int) -> int:
 
 def reset_seconds(result: LimitResult, decision: Decision) -> Optional[int]:
     """The draft's `t`: seconds until more quota is available, or None when
-    none will come (the limiter is fresh, or it can never admit)."""
+    none will come (the limiter is fresh, or it can never admit). A
+    concurrency limit: when its last lease runs out (a release may come sooner)."""
     if not decision.allowed and not result.allowed:
         return None if result.retry_after_ms == -1 else seconds(decision.retry_after_ms)
     if result.reset_after_ms <= 0:
@@ -55,8 +56,9 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
     states: list[str] = []
     for result in decision.limits:
         name = sf_string(result.name)
-        unit = "" if result.spec.quota_unit == "requests" else f";qu={sf_string(result.spec.quota_unit)}"
-        policies.append(f"{name};q={min(result.limit, SF_MAX)}{unit};w={result.spec.window_seconds(result.limit)}")
+        unit = "" if result.spec.unit == "requests" else f";qu={sf_string(result.spec.unit)}"
+        window = "" if result.spec.is_concurrency else f";w={result.spec.window_seconds(result.limit)}"  # slots have no window
+        policies.append(f"{name};q={min(result.limit, SF_MAX)}{unit}{window}")
         t = reset_seconds(result, decision)
         reset = "" if t is None else f";t={min(t, SF_MAX)}"
         states.append(f"{name};r={min(result.remaining, SF_MAX)}{reset}")

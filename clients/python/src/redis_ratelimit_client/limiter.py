@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVa
 from redis.exceptions import RedisError
 
 from . import transport
-from .commands import Charge, multi_args, multi_results, peek_args, refund_args, result
+from .commands import Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, result, taken_back
 from .decision import Decision, LimitResult
 from .denials import DenialCache
 from .local import LocalLimiter
@@ -163,27 +163,54 @@ class _Core:
     def units(self, decision: Decision, units: Units) -> list[tuple[LimitResult, int]]:
         """What a refund gives back: each limit's cost, or the units per
         policy name in `units` (only those limits get units back, at most
-        what each took). Nothing for a denied decision: it took nothing."""
+        what each took); never a concurrency limit's (release() frees it).
+        Nothing for a denied decision: it took nothing."""
         if units is not None and not isinstance(units, Mapping):
             raise TypeError(
                 f"refund: units must be a mapping of policy name to units, e.g. {{{decision.limits[0].name!r}: 3}} "
                 f"(got {units!r}; a bare number was ambiguous: it gave that many back to every limit)"
             )
-        names = {r.name for r in decision.limits}
+        names = {r.name: r for r in decision.limits}
         for name, n in (units or {}).items():
             if name not in names:
                 raise ValueError(f"refund: no limit named {name!r} in the decision (its limits: {', '.join(sorted(names))})")
+            if names[name].spec.is_concurrency:
+                raise TypeError(f"refund[{name!r}]: a concurrency limit takes no refund: its lease is freed by limiter.release(decision)")
             check_integer(f"refund[{name!r}]", n, 0)
         out: list[tuple[LimitResult, int]] = []
         if not decision.allowed:
             return out
         for r in decision.limits:
+            if r.spec.is_concurrency:
+                continue  # a lease is released, not refunded
             n = r.cost if units is None else units.get(r.name, 0)
             if n > r.cost:
                 raise ValueError(f"refund[{r.name!r}]: {n} is more than the {r.cost} the request took")
             if n > 0:
                 out.append((r, n))
         return out
+
+    def to_release(self, decision: Decision) -> tuple[LimitResult, ...]:
+        """The leases a release() frees: the decision's, the first time only.
+        A decision made in process gives its leases back here and now."""
+        if not decision.leases or not decision.release_once.first():
+            return ()
+        if decision.local:
+            assert self.local is not None
+            now_us = time.time_ns() // 1000
+            for held in decision.leases:
+                self.local.release(held.key, cast(int, held.lease_id), now_us)
+            return ()
+        if self.down():  # no wait for a Redis that is down
+            log.warning("rate limiter: leases not released, Redis unavailable: they run out by themselves")
+            return ()
+        return decision.leases
+
+    def release_failed(self, error: Exception) -> None:
+        """A lease not released stays held until it runs out: logged, never raised."""
+        if isinstance(error, transport.Unavailable):
+            self.failed(error)
+        log.warning("rate limiter: lease not released, it runs out by itself: %s", error)
 
     def failed(self, error: transport.Unavailable) -> None:
         """Redis failed: the policy answers until a probe gets through (outage.py)."""
@@ -208,7 +235,7 @@ class _Core:
         specs = [(c.spec.algorithm, c.limit, c.spec.parameter_text, c.cost) for c in shares]
         assert self.local is not None
         reply = self.local.multi([c.key for c in shares], time.time_ns() // 1000, specs)
-        return self.combine([multi_results(shares, reply)], shares)
+        return dataclasses.replace(self.combine([multi_results(shares, reply)], shares), local=True)
 
     def peek_unavailable(self, error: Exception) -> Optional[Decision]:
         if self.on_unavailable == "closed":
@@ -220,10 +247,6 @@ class _Core:
 
     def down(self) -> bool:
         return self.outage.down
-
-
-def _charge_of(r: LimitResult) -> Charge:
-    return Charge(r.spec, r.name, r.key, r.cost, r.limit)
 
 
 class RateLimiter:
@@ -320,15 +343,15 @@ class RateLimiter:
         return self.core.decided(outcomes, charges, seconds)
 
     def _give_back(self, outcomes: list[Outcome]) -> list[Outcome]:
-        """Refunds the calls that admitted (on a cluster, when another call
-        denied or failed); a refund that fails is logged, the outcome stands."""
+        """Gives back what the calls that admitted took (on a cluster, when
+        another call denied or failed): units refunded, leases released; a
+        call that fails is logged, the outcome stands."""
         out = []
         for outcome in outcomes:
             if outcome[0]:
                 try:
-                    taken = [_charge_of(r) for r in outcome[2] if r.cost]
-                    after = [result(c, self._call(refund_args(c, c.cost))) for c in taken]
-                    outcome = (True, 0, _keep_costs(outcome[2], after))
+                    after = {r.key: given_back(r, self._call(give_back_args(r))) for r in outcome[2] if taken_back(r)}
+                    outcome = (True, 0, [after.get(r.key, r) for r in outcome[2]])
                 except (transport.Unavailable, RedisError) as error:
                     log.warning("rate limiter: units taken for a denied request not given back: %s", error)
             out.append(outcome)
@@ -356,12 +379,24 @@ class RateLimiter:
             return False  # logged when the outage began
         try:
             for r, n in given:
-                self._call(refund_args(_charge_of(r), n))
+                self._call(refund_args(charge_of(r), n))
         except transport.Unavailable as error:
             self.core.failed(error)
             log.warning("rate limiter: refund not made, Redis unavailable: %s", error)
             return False
         return True
+
+    def release(self, decision: Decision) -> None:
+        """Frees the leases of the decision's concurrency limits
+        (RL.RELEASE, one call per lease), the first time it is called for
+        the decision; later calls, and a decision without leases, do
+        nothing. Never raises for Redis: a lease not released is logged
+        and runs out by itself."""
+        for held in self.core.to_release(decision):
+            try:
+                self._call(release_args(held))
+            except (transport.Unavailable, RedisError) as error:
+                self.core.release_failed(error)
 
 
 async def _maybe_await(value: Union[T, Awaitable[T]]) -> T:
@@ -468,9 +503,8 @@ class AsyncRateLimiter:
         for outcome in outcomes:
             if outcome[0]:
                 try:
-                    taken = [_charge_of(r) for r in outcome[2] if r.cost]
-                    after = [result(c, await self._call(refund_args(c, c.cost))) for c in taken]
-                    outcome = (True, 0, _keep_costs(outcome[2], after))
+                    after = {r.key: given_back(r, await self._call(give_back_args(r))) for r in outcome[2] if taken_back(r)}
+                    outcome = (True, 0, [after.get(r.key, r) for r in outcome[2]])
                 except (transport.Unavailable, RedisError) as error:
                     log.warning("rate limiter: units taken for a denied request not given back: %s", error)
             out.append(outcome)
@@ -493,19 +527,20 @@ class AsyncRateLimiter:
             return False  # logged when the outage began
         try:
             for r, n in given:
-                await self._call(refund_args(_charge_of(r), n))
+                await self._call(refund_args(charge_of(r), n))
         except transport.Unavailable as error:
             self.core.failed(error)
             log.warning("rate limiter: refund not made, Redis unavailable: %s", error)
             return False
         return True
 
-
-def _keep_costs(taken: list[LimitResult], refunded: list[LimitResult]) -> list[LimitResult]:
-    """The state after the refund, for the limits that admitted in a call
-    whose request was denied elsewhere."""
-    after = {r.key: r for r in refunded}
-    return [after.get(r.key, r) for r in taken]
+    async def release(self, decision: Decision) -> None:
+        """As RateLimiter.release."""
+        for held in self.core.to_release(decision):
+            try:
+                await self._call(release_args(held))
+            except (transport.Unavailable, RedisError) as error:
+                self.core.release_failed(error)
 
 
 def _peeked(results: list[LimitResult], charges: list[Charge], core: _Core) -> Decision:

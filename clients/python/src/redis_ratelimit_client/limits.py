@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Awaitable, Callable, Literal, Optional, Union
 
-Algorithm = Literal["tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog"]
-ALGORITHMS: tuple[Algorithm, ...] = ("tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog")
+Algorithm = Literal["tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog", "concurrency"]
+ALGORITHMS: tuple[Algorithm, ...] = ("tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog", "concurrency")
 BUCKETS = ("tokenbucket", "leakybucket")
+#: Each algorithm's second number: the option that gives it, and what it is.
+PARAMETERS = {"tokenbucket": "rate", "leakybucket": "rate", "concurrency": "lease"}
 QuotaUnit = Literal["requests", "content-bytes", "concurrent-requests"]
 QUOTA_UNITS = ("requests", "content-bytes", "concurrent-requests")
 MAX_INT = 2**53 - 1  # the module's largest capacity, limit and n
@@ -50,13 +52,16 @@ def check_name(path: str, name: object) -> str:
 
 @dataclass(frozen=True)
 class Limit:
-    """One limit. `limit` is the bucket's capacity or the window's limit;
-    buckets take `rate` (units per second), windows take `window` (seconds)."""
+    """One limit. `limit` is the bucket's capacity, the window's limit or
+    the slots held at once; buckets take `rate` (units per second), windows
+    `window` (seconds), a concurrency limit `lease` (seconds a slot is held
+    at most when it is not released)."""
 
     algorithm: Algorithm = "tokenbucket"
     limit: Union[int, QuotaFunction] = None  # type: ignore[assignment]  # required: checked in validated()
     rate: Optional[float] = None
     window: Optional[float] = None
+    lease: Optional[float] = None
     cost: Union[int, CostFunction] = 1
     key: Optional[KeyFunction] = None
     name: Optional[str] = None
@@ -70,20 +75,21 @@ class Limit:
             raise ConfigurationError(f"{path}.limit: required")
         if not callable(self.limit):
             check_integer(f"{path}.limit", self.limit, 1)
-        if self.algorithm in BUCKETS:
-            if self.window is not None:
-                raise ConfigurationError(f"{path}.window: not an option of {self.algorithm} (it takes rate)")
-            if self.rate is None:
-                raise ConfigurationError(f"{path}.rate: required for {self.algorithm} (units per second)")
+        option = self.parameter_option
+        for other in ("rate", "window", "lease"):
+            if other != option and getattr(self, other) is not None:
+                raise ConfigurationError(f"{path}.{other}: not an option of {self.algorithm} (it takes {option})")
+        if getattr(self, option) is None:
+            what = "units per second" if option == "rate" else "seconds"
+            raise ConfigurationError(f"{path}.{option}: required for {self.algorithm} ({what})")
+        if option == "rate":
             _check_number(f"{path}.rate", self.rate, 1e-6, 1e12, "from 0.000001 to 1e12")
             if not callable(self.limit):
                 self.check_fill_time(path, self.limit)
         else:
-            if self.rate is not None:
-                raise ConfigurationError(f"{path}.rate: not an option of {self.algorithm} (it takes window)")
-            if self.window is None:
-                raise ConfigurationError(f"{path}.window: required for {self.algorithm} (seconds)")
-            _check_number(f"{path}.window", self.window, 0.001, 1e12, "of seconds from 0.001 to 1e12")
+            _check_number(f"{path}.{option}", getattr(self, option), 0.001, 1e12, "of seconds from 0.001 to 1e12")
+        if self.is_concurrency and self.quota_unit not in ("requests", "concurrent-requests"):
+            raise ConfigurationError(f"{path}.quota_unit: a concurrency limit counts concurrent-requests (got {self.quota_unit!r})")
         if not callable(self.cost):
             check_integer(f"{path}.cost", self.cost, 0)
         if self.key is not None and not callable(self.key):
@@ -99,9 +105,22 @@ class Limit:
         return self.algorithm in BUCKETS
 
     @property
+    def is_concurrency(self) -> bool:
+        return self.algorithm == "concurrency"
+
+    @property
+    def parameter_option(self) -> str:
+        return PARAMETERS.get(self.algorithm, "window")
+
+    @property
+    def unit(self) -> QuotaUnit:
+        """The draft's `qu`: a concurrency limit counts requests in flight."""
+        return "concurrent-requests" if self.is_concurrency else self.quota_unit
+
+    @property
     def parameter(self) -> float:
-        """The second number of the limit spec: rate or window."""
-        value = self.rate if self.is_bucket else self.window
+        """The second number of the limit spec: rate, window or lease."""
+        value = {"rate": self.rate, "window": self.window, "lease": self.lease}[self.parameter_option]
         assert value is not None  # validated
         return value
 
@@ -117,13 +136,13 @@ class Limit:
     def key_name(self, limit: int) -> str:
         """The last part of this limit's Redis key for a request whose quota
         is `limit`: its name; for an unnamed limit, what it is (algorithm,
-        limit, rate or window, and a quota unit other than requests), so
+        limit, rate, window or lease, and a quota unit other than requests), so
         that different unnamed limiters never share state and identical
         ones do."""
         if self.name is not None:
             return self.name
         spec = f"{self.algorithm}:{limit}:{self.parameter_text}"
-        return spec if self.quota_unit == "requests" else f"{spec}:{self.quota_unit}"
+        return spec if self.quota_unit == "requests" or self.is_concurrency else f"{spec}:{self.quota_unit}"
 
     def window_seconds(self, limit: int) -> int:
         """The draft's `w` for this limit's quota `limit`: whole seconds, at
@@ -159,3 +178,7 @@ def sliding_window(limit: int, window: float, **options: Any) -> Limit:
 
 def sliding_log(limit: int, window: float, **options: Any) -> Limit:
     return Limit("slidinglog", limit, window=window, **options)
+
+
+def concurrency(limit: int, lease: float, **options: Any) -> Limit:
+    return Limit("concurrency", limit, lease=lease, **options)

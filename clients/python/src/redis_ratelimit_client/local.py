@@ -1,8 +1,9 @@
-"""The five algorithms in process, for `on_unavailable="local"`: the
-module's math (src/algorithms/*.rs) in Python's exact integers, time in
-microseconds, a bucket's tokens in pico-units (10^12 a unit). `multi`
-answers what RL.MULTI would, field for field, and keeps the state in a
-dict (least recently used out) instead of Redis."""
+"""The five algorithms and the concurrency limit in process, for
+`on_unavailable="local"`: the module's math (src/algorithms/*.rs) in
+Python's exact integers, time in microseconds, a bucket's tokens in
+pico-units (10^12 a unit). `multi` answers what RL.MULTI would, field for
+field, `release` what RL.RELEASE would, and the state is kept in a dict
+(least recently used out) instead of Redis."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections import OrderedDict
 from typing import Any, Optional, Sequence
 
 PICO = 10**12
+MAX_ID = 2**53 - 1  # the module's last lease id
 
 #: One limit's reply fields: allowed, remaining, limit, retry_after_ms, reset_after_ms (, delay_ms).
 Fields = list[int]
@@ -152,18 +154,61 @@ def sliding_log(state: Any, now: int, limit: int, window: int, n: int) -> tuple[
     return [1, remaining - n, limit, 0, leaves(now)], [*live, [now, n]]
 
 
+#: A concurrency limit's state: (last_us, next_id, leases), a lease being (id, expires_us, n).
+Leases = tuple[int, int, tuple[tuple[int, int, int], ...]]
+
+
+def live_leases(state: Optional[Leases], now: int) -> tuple[int, int, list[tuple[int, int, int]]]:
+    """`now` (never before the last call), the next id, the leases not run out."""
+    last, next_id, leases = state or (0, 1, ())
+    now = max(now, last)
+    return now, next_id, [lease for lease in leases if lease[1] > now]
+
+
+def held_and_reset(leases: Sequence[tuple[int, int, int]], now: int) -> tuple[int, int]:
+    """Slots held, and ms until the last lease runs out."""
+    return sum(n for _, _, n in leases), max((ms_between(now, end) for _, end, _ in leases), default=0)
+
+
+def concurrency(state: Any, now: int, limit: int, lease: int, n: int) -> tuple[Fields, Any]:
+    """RL.ACQUIRE: the fields and a sixth, the lease id (0: none taken)."""
+    now, next_id, live = live_leases(state, now)
+    held, reset = held_and_reset(live, now)
+    remaining = max(0, limit - held)
+    if n > limit:
+        return [0, remaining, limit, -1, reset, 0], KEEP
+    if held + n > limit:
+        must_free, freed, retry = held + n - limit, 0, reset
+        for end, count in sorted((end, count) for _, end, count in live):
+            freed += count
+            if freed >= must_free:
+                retry = ms_between(now, end)
+                break
+        return [0, remaining, limit, retry, reset, 0], KEEP
+    lease_id = 1 if held == 0 else next_id
+    if n > 0 and lease_id > MAX_ID:
+        return [0, remaining, limit, reset, reset, 0], KEEP
+    if n == 0:
+        return [1, remaining, limit, 0, reset, 0], KEEP
+    end = now + lease
+    fields = [1, remaining - n, limit, 0, max(reset, ms_between(now, end)), lease_id]
+    return fields, (now, lease_id + 1, (*live, (lease_id, end, n)))
+
+
 ALGORITHMS = {
     "tokenbucket": token_bucket,
     "leakybucket": leaky_bucket,
     "fixedwindow": fixed_window,
     "slidingwindow": sliding_window,
     "slidinglog": sliding_log,
+    "concurrency": concurrency,
 }
 
 
 class LocalLimiter:
     """RL.MULTI in process: `multi(keys, now_us, specs)` with specs of
-    (algorithm, size, parameter text, n); at most `size` keys kept."""
+    (algorithm, size, parameter text, n); at most `size` keys kept (a
+    concurrency limit's leases too: the oldest state goes first)."""
 
     def __init__(self, size: int = 100_000) -> None:
         self.size = size
@@ -187,6 +232,19 @@ class LocalLimiter:
                     fields = ALGORITHMS[algorithm](self.states.get(key), now_us, size, micros(parameter), 0)[0]
                 replies.append(fields)
             return [0, -1 if -1 in waits else max(waits), *replies]
+
+    def release(self, key: str, lease_id: int, now_us: int) -> list[int]:
+        """RL.RELEASE: [released, held, reset_after_ms]."""
+        with self.lock:
+            now, next_id, live = live_leases(self.states.get(key), now_us)
+            others = [lease for lease in live if lease[0] != lease_id]
+            if len(others) == len(live):
+                return [0, *held_and_reset(live, now)]
+            if others:
+                self.states[key] = (now, next_id, tuple(others))
+            else:  # the last lease: no state, as Redis deletes the key
+                self.states.pop(key, None)
+            return [1, *held_and_reset(others, now)]
 
     def _store(self, key: str, fields: Fields, store: Any) -> None:
         if store is KEEP:
