@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -20,9 +21,20 @@ PARAMETERS = {  # (size, rate or window) choices per algorithm: small and large,
     "fixedwindow": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5")],
     "slidingwindow": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5"), (1000, "3")],
     "slidinglog": [(1, "1"), (5, "2"), (10, "0.25"), (3, "7.5")],
-    # limit, lease; no lease below 50 ms: the key's PTTL runs on the server's real clock, not the given one
-    "concurrency": [(1, "1"), (3, "0.5"), (5, "2.5"), (2, "0.05"), (4, "0.25")],
+    "concurrency": [(1, "1"), (3, "0.5"), (5, "2.5"), (2, "0.05"), (4, "0.25"), (2, "0.001")],
 }
+
+
+def persisted(r: redis.Redis, keys: list[str], args: list[object]) -> Any:
+    """The call's reply, its keys made persistent in the same transaction:
+    Redis expires a key by its own clock, the test gives its own times (an
+    expiry of a millisecond would otherwise pass between two calls that are
+    a microsecond apart in the given time)."""
+    pipe = r.pipeline(transaction=True)
+    pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+    for key in keys:
+        pipe.persist(key)
+    return pipe.execute()[0]
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -50,7 +62,7 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
         args: list[object] = ["RL.MULTI", len(chosen), *chosen, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
         for algorithm, size, parameter, n in specs:
             args += [algorithm.upper(), size, parameter, n]
-        expected = r.execute_command(*args)  # type: ignore[no-untyped-call]
+        expected = persisted(r, chosen, args)
         assert local.multi(chosen, now_us, specs) == expected, (seed, step, args)
         leases += [(key, fields[5]) for key, (algorithm, *_), fields in zip(chosen, specs, expected[2:]) if algorithm == "concurrency" and fields[5]]
         if leases and rng.random() < 0.3:  # a lease given back: held, run out, released already, or an id never given
@@ -58,8 +70,25 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
             lease_id = rng.choice([lease_id, lease_id, lease_id + 1, 0])
             released += 1
             release = ["RL.RELEASE", key, lease_id, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
-            expected = r.execute_command(*release)  # type: ignore[no-untyped-call]
+            expected = persisted(r, [key], release)
             assert local.release(key, lease_id, now_us) == expected, (seed, step, release)
             freed += expected[0]
     assert released > 100 and freed > 50, (released, freed)  # the releases ran, and many freed a held lease
+    r.close()
+
+
+def test_a_key_of_another_algorithm_is_refused_as_the_module_does(module_server: Server) -> None:
+    r = redis.Redis(port=module_server.port, decode_responses=True)
+    local = LocalLimiter()
+    now_us = 1_700_000_040_000_000  # the start of a 60 s window
+    assert local.multi(["k"], now_us, [("fixedwindow", 5, "60", 1)]) == [1, 0, [1, 4, 5, 0, 60_000]]
+    r.execute_command("RL.MULTI", 1, "k", "1700000040", "FIXEDWINDOW", 5, 60, 1)  # type: ignore[no-untyped-call]
+    with pytest.raises(redis.ResponseError) as module:
+        r.execute_command("RL.MULTI", 1, "k", "1700000040", "TOKENBUCKET", 5, 1, 1)  # type: ignore[no-untyped-call]
+    for call in (lambda: local.multi(["k"], now_us, [("tokenbucket", 5, "1", 1)]), lambda: local.release("k", 1, now_us)):
+        with pytest.raises(redis.ResponseError) as in_process:
+            call()
+        assert str(in_process.value) == str(module.value)
+    # Nothing changed: the window still holds its one unit.
+    assert local.multi(["k"], now_us, [("fixedwindow", 5, "60", 0)]) == [1, 0, [1, 4, 5, 0, 60_000]]
     r.close()

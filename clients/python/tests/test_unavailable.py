@@ -55,6 +55,9 @@ def test_local_limits_in_process_with_each_limit_divided_among_instances(own_ser
         time.sleep(0.05)
     # The restarted server kept nothing (no persistence here), and the local checks wrote nothing to it.
     assert decision.allowed and decision.limits[0].remaining == 3
+    # Nor does a refund of a decision made in process: its units were never taken in Redis.
+    assert local[0] is not None and limiter.refund(local[0])
+    assert limiter.check("a").limits[0].remaining == 2  # type: ignore[union-attr]
 
 
 def test_the_asyncio_limiter_fails_at_once_and_answers_locally(own_server: Server) -> None:

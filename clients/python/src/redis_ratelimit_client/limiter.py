@@ -164,7 +164,8 @@ class _Core:
         """What a refund gives back: each limit's cost, or the units per
         policy name in `units` (only those limits get units back, at most
         what each took); never a concurrency limit's (release() frees it).
-        Nothing for a denied decision: it took nothing."""
+        Nothing for a denied decision: it took nothing; nor for one made in
+        process (on_unavailable="local"): its units were never taken in Redis."""
         if units is not None and not isinstance(units, Mapping):
             raise TypeError(
                 f"refund: units must be a mapping of policy name to units, e.g. {{{decision.limits[0].name!r}: 3}} "
@@ -178,7 +179,7 @@ class _Core:
                 raise TypeError(f"refund[{name!r}]: a concurrency limit takes no refund: its lease is freed by limiter.release(decision)")
             check_integer(f"refund[{name!r}]", n, 0)
         out: list[tuple[LimitResult, int]] = []
-        if not decision.allowed:
+        if not decision.allowed or decision.local:
             return out
         for r in decision.limits:
             if r.spec.is_concurrency:

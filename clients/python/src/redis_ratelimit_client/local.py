@@ -11,12 +11,16 @@ import threading
 from collections import OrderedDict
 from typing import Any, Optional, Sequence
 
+from redis.exceptions import ResponseError
+
 PICO = 10**12
 MAX_ID = 2**53 - 1  # the module's last lease id
 
 #: One limit's reply fields: allowed, remaining, limit, retry_after_ms, reset_after_ms (, delay_ms).
 Fields = list[int]
 KEEP = object()  # a verdict that leaves the state as it was
+#: The module's reply to a key that holds another algorithm's state.
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 
 def micros(text: str) -> int:
@@ -208,54 +212,63 @@ ALGORITHMS = {
 class LocalLimiter:
     """RL.MULTI in process: `multi(keys, now_us, specs)` with specs of
     (algorithm, size, parameter text, n); at most `size` keys kept (a
-    concurrency limit's leases too: the oldest state goes first)."""
+    concurrency limit's leases too: the oldest state goes first). Each key
+    keeps its algorithm: another algorithm's call on it raises the
+    module's WRONGTYPE, and nothing changes."""
 
     def __init__(self, size: int = 100_000) -> None:
         self.size = size
-        self.states: OrderedDict[str, Any] = OrderedDict()
+        self.states: OrderedDict[str, tuple[str, Any]] = OrderedDict()
         self.lock = threading.Lock()
 
     def multi(self, keys: Sequence[str], now_us: int, specs: Sequence[tuple[str, int, str, int]]) -> list[Any]:
         with self.lock:
+            states = [self._state(key, algorithm) for key, (algorithm, *_) in zip(keys, specs)]
             verdicts = []
-            for key, (algorithm, size, parameter, n) in zip(keys, specs):
-                verdicts.append(ALGORITHMS[algorithm](self.states.get(key), now_us, size, micros(parameter), n))
+            for state, (algorithm, size, parameter, n) in zip(states, specs):
+                verdicts.append(ALGORITHMS[algorithm](state, now_us, size, micros(parameter), n))
             allowed = all(fields[0] == 1 for fields, _ in verdicts)
             if allowed:
-                for key, (fields, store) in zip(keys, verdicts):
-                    self._store(key, fields, store)
+                for key, (algorithm, *_), (fields, store) in zip(keys, specs, verdicts):
+                    self._store(key, algorithm, fields, store)
                 return [1, 0, *(fields for fields, _ in verdicts)]
             waits = [fields[3] for fields, _ in verdicts if fields[0] == 0]
             replies = []
-            for key, (algorithm, size, parameter, _), (fields, _) in zip(keys, specs, verdicts):
+            for state, (algorithm, size, parameter, _), (fields, _) in zip(states, specs, verdicts):
                 if fields[0] == 1:  # admitted alone: what it keeps, as a look
-                    fields = ALGORITHMS[algorithm](self.states.get(key), now_us, size, micros(parameter), 0)[0]
+                    fields = ALGORITHMS[algorithm](state, now_us, size, micros(parameter), 0)[0]
                 replies.append(fields)
             return [0, -1 if -1 in waits else max(waits), *replies]
 
     def release(self, key: str, lease_id: int, now_us: int) -> list[int]:
         """RL.RELEASE: [released, held, reset_after_ms]."""
         with self.lock:
-            now, next_id, live = live_leases(self.states.get(key), now_us)
+            now, next_id, live = live_leases(self._state(key, "concurrency"), now_us)
             others = [lease for lease in live if lease[0] != lease_id]
             if len(others) == len(live):
                 return [0, *held_and_reset(live, now)]
             if others:
-                self.states[key] = (now, next_id, tuple(others))
+                self.states[key] = ("concurrency", (now, next_id, tuple(others)))
             else:  # the last lease: no state, as Redis deletes the key
                 self.states.pop(key, None)
             return [1, *held_and_reset(others, now)]
 
-    def _store(self, key: str, fields: Fields, store: Any) -> None:
+    def _state(self, key: str, algorithm: str) -> Any:
+        kept = self.states.get(key)
+        if kept is None:
+            return None
+        if kept[0] != algorithm:
+            raise ResponseError(WRONGTYPE)
+        self.states.move_to_end(key)  # used now: the least recently used go first
+        return kept[1]
+
+    def _store(self, key: str, algorithm: str, fields: Fields, store: Any) -> None:
         if store is KEEP:
             return
         if fields[4] == 0:  # fresh again: no state, as Redis deletes the key
             self.states.pop(key, None)
             return
-        self.states[key] = store
+        self.states[key] = (algorithm, store)
         self.states.move_to_end(key)
         while len(self.states) > self.size:
             self.states.popitem(last=False)
-
-    def lookup(self, key: str) -> Optional[Any]:
-        return self.states.get(key)
