@@ -109,6 +109,13 @@ export class RedisServer {
   }
 }
 
+/** Whether a CLUSTER NODES slot field (`5461`, `0-5460`; `[...]` migrations aside) holds `slot`. */
+function covers(range: string, slot: number): boolean {
+  if (range.startsWith('[')) return false;
+  const [start, end = start] = range.split('-').map(Number);
+  return start <= slot && slot <= end;
+}
+
 /** Three primaries, no replicas, all slots covered, the module on each unless told otherwise. */
 export class RedisCluster {
   private constructor(readonly nodes: RedisServer[]) {}
@@ -162,6 +169,27 @@ export class RedisCluster {
       await source.cli('migrate', '127.0.0.1', String(target.port), '', '0', '5000', 'keys', ...keys);
     }
     for (const node of this.nodes) await node.cli('cluster', 'setslot', slot, 'node', targetId);
+    // A gossip message the source sent before its SETSLOT can still hand the
+    // slot back for a moment: wait until every node names the target, twice
+    // a cluster-bus beat apart.
+    for (let round = 0; round < 2; round++) {
+      for (let tries = 0; !(await this.allName(slot, target.port)); tries++) {
+        if (tries === 150) throw new Error(`the nodes do not agree that ${target.port} serves slot ${slot}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** Whether every node's CLUSTER NODES says the primary on `port` serves `slot`. */
+  private async allName(slot: string, port: number): Promise<boolean> {
+    const views = await Promise.all(this.nodes.map((node) => node.cli('cluster', 'nodes')));
+    return views.every((nodes) =>
+      nodes.split('\n').some((line) => {
+        const [, address, flags, , , , , , ...slots] = line.split(' ');
+        return address.startsWith(`127.0.0.1:${port}@`) && flags.includes('master') && slots.some((range) => covers(range, Number(slot)));
+      }),
+    );
   }
 
   async stop(): Promise<void> {

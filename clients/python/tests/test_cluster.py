@@ -8,6 +8,7 @@ back what the others took."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -17,12 +18,20 @@ import redis.cluster
 
 from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter
 from modes import calls, peek_remaining, script_stats
-from servers import Cluster, Server
+from servers import Cluster, Server, wait_until
 
 
 def cluster_call(node: Server, *args: object) -> Any:
     with node.client() as r:
         return r.execute_command("CLUSTER", *args)
+
+
+def owner_of(node: Server, slot: int) -> int:
+    """The port of the primary that `node` says serves `slot`."""
+    for start, end, primary, *_ in cluster_call(node, "SLOTS"):
+        if start <= slot <= end:
+            return int(primary[1])
+    raise AssertionError(f"{node.port} names no node for slot {slot}")
 
 
 def multi_calls(cluster: Cluster, mode: str) -> int:
@@ -106,6 +115,15 @@ def test_a_moved_slot_is_followed(rc: redis.cluster.RedisCluster, cluster: Clust
         cluster_call(owner, "SETSLOT", slot, "MIGRATING", target_id)
         for node in [target, owner, *(n for n in cluster.nodes if n not in (owner, target))]:
             cluster_call(node, "SETSLOT", slot, "NODE", target_id)
+        # A gossip message the owner sent before its SETSLOT can still hand the
+        # slot back for a moment: wait until every node names the target,
+        # twice a cluster-bus beat apart.
+        def agreed() -> bool:
+            return all(owner_of(node, slot) == target.port for node in cluster.nodes)
+
+        for _ in range(2):
+            wait_until(f"every node names {target.port} for slot {slot}", agreed)
+            time.sleep(0.2)
         return target.port
 
     def holds(port: int, key: str) -> int:

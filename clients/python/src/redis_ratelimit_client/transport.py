@@ -252,35 +252,50 @@ _CONNECT_ONCE = "retry_socket_connect" in inspect.signature(
     getattr(redis.asyncio.connection.AbstractConnection, "connect_check_health", lambda: None)
 ).parameters
 
-_own_async_pools: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+class _OwnAsyncConnections:
+    """Asyncio connections made like the client's pool's own (its connection
+    class and arguments) but without retries: redis-py's pool connects (and
+    retries a refused connect with backoff) before it hands a connection
+    out, so every check waited the whole timeout while Redis was down. Kept
+    per pool, idle ones reused; one that failed is dropped. (A list, not a
+    redis.asyncio.ConnectionPool: its locking and bookkeeping cost more
+    than the rest of a check.)"""
+
+    def __init__(self) -> None:
+        self.free: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+    def take(self, pool: Any) -> Any:
+        free = self.free.get(pool)
+        if free:
+            return free.pop()
+        # No socket timeout of their own: the limiter's bounds the whole call
+        # (_within), and redis-py's made a task and a timeout per command.
+        return pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), "socket_timeout": None})
+
+    def give_back(self, pool: Any, connection: Any) -> None:
+        free = self.free.get(pool)
+        if free is None:
+            free = self.free[pool] = []
+        free.append(connection)
 
 
-def _own_async_pool(pool: Any) -> Any:
-    """A pool beside the client's, of connections made like its own but
-    without retries: redis-py's pool connects (and retries a refused
-    connect with backoff) before it hands a connection out, so every check
-    waited the whole timeout while Redis was down."""
-    own = _own_async_pools.get(pool)
-    if own is None:
-        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
-        own = redis.asyncio.ConnectionPool(connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs)
-        _own_async_pools[pool] = own
-    return own
+_own_async = _OwnAsyncConnections()
 
 
 async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str], mode: Mode) -> Any:
-    pool: Any = _own_async_pool(client.connection_pool)
-    connection = await pool.get_connection()
+    pool: Any = client.connection_pool
+    connection = _own_async.take(pool)
     try:
         await _connected(connection)
-        return await _run_async(connection, talk(mode, connection, args))
+        reply = await _run_async(connection, talk(mode, connection, args))
     except ResponseError:
+        _own_async.give_back(pool, connection)
         raise
     except BaseException:
         await asyncio.shield(connection.disconnect())
         raise
-    finally:
-        await pool.release(connection)
+    _own_async.give_back(pool, connection)
+    return reply
 
 
 async def _send_async_cluster(client: Any, args: list[str], mode: Mode) -> Any:
