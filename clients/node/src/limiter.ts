@@ -397,21 +397,15 @@ export class Limiter<Req = any> {
     const shares = charges.map((c) => ({ ...c, size: Math.max(1, Math.floor(c.size / this.instances)) }));
     const specs = shares.map(({ limit, size, cost }) => ({ algorithm: limit.algorithm, size, param: wordsOf(limit).param, n: cost }));
     const { allowed, retryAfterMs, limits } = multiResult(shares, local.multi(shares.map((c) => c.key), nowUs(), specs));
-    let released: Promise<void> | undefined;
-    return {
+    return decisionOf(
       allowed,
       retryAfterMs,
-      neverAllowed: retryAfterMs === -1,
-      delayMs: allowed ? Math.max(0, ...limits.map((l) => l.delayMs ?? 0)) : 0,
       limits,
-      refund: async (units) => void unitsBack(charges, units),
-      release: () => {
-        released ??= Promise.resolve().then(() => {
-          for (const l of limits) if (l.leaseId) local.release(l.key, l.leaseId, nowUs());
-        });
-        return released;
+      async (units) => void unitsBack(charges, units),
+      async () => {
+        for (const l of limits) if (l.leaseId) local.release(l.key, l.leaseId, nowUs());
       },
-    };
+    );
   }
 
   /** Limiters made from one another with with() share it. */
@@ -441,7 +435,7 @@ export class Limiter<Req = any> {
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
   private async decide(charges: Charge[]): Promise<Decision> {
     if (charges.length === 0) {
-      return { allowed: true, retryAfterMs: 0, neverAllowed: false, delayMs: 0, limits: [], refund: async (units) => void unitsBack([], units), release: async () => {} };
+      return decisionOf(true, 0, [], async (units) => void unitsBack([], units), async () => {});
     }
     const groups = this.cluster ? groupByTag(charges) : [charges];
     // One group (no cluster, or one hash tag): its call's failure is the decision's.
@@ -466,20 +460,17 @@ export class Limiter<Req = any> {
     const retryAfterMs = allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits);
     const limits = replies.length === 1 ? replies[0].limits : replies.flatMap((r) => r.limits);
     const ordered = groups.length === 1 ? limits : charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision);
-    let released: Promise<void> | undefined;
-    return {
+    return decisionOf(
       allowed,
       retryAfterMs,
-      neverAllowed: retryAfterMs === -1,
-      delayMs: allowed ? Math.max(0, ...ordered.map((l) => l.delayMs ?? 0)) : 0,
-      limits: ordered,
-      refund: async (units?: Record<string, number>) => {
+      ordered,
+      async (units?: Record<string, number>) => {
         const back = unitsBack(charges, units);
         if (!allowed) return;
         await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
-      release: () => (released ??= this.releaseAll(ordered)),
-    };
+      () => this.releaseAll(ordered),
+    );
   }
 
   private async multi(charges: Charge[]) {
@@ -521,6 +512,29 @@ export class Limiter<Req = any> {
     if (units <= 0) return undefined;
     return (await this.link.send(key, ['RL.REFUND', key, wordsOf(limit).command, String(size), wordsOf(limit).param, '*', String(units)])) as number[];
   }
+}
+
+/**
+ * A decision of these limits; `refund` and `release` give units and leases
+ * back where they were taken (Redis, or in process). Release runs once.
+ */
+function decisionOf(
+  allowed: boolean,
+  retryAfterMs: number,
+  limits: LimitDecision[],
+  refund: Decision['refund'],
+  release: () => Promise<void>,
+): Decision {
+  let released: Promise<void> | undefined;
+  return {
+    allowed,
+    retryAfterMs,
+    neverAllowed: retryAfterMs === -1,
+    delayMs: allowed ? Math.max(0, ...limits.map((l) => l.delayMs ?? 0)) : 0,
+    limits,
+    refund,
+    release: () => (released ??= release()),
+  };
 }
 
 /** An RL.MULTI reply (from Redis or the local limiter) for `charges`, as the decision's parts. */

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 
 import { createLimiter, DEFAULT_MESSAGE, type Mode } from '../src/index.js';
+import { fields } from './responses.js';
 import type { RedisServer } from './servers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,15 +39,6 @@ export class Gate {
       await sleep(5);
     }
   }
-}
-
-function fields(res: Response) {
-  return {
-    status: res.status,
-    policy: res.headers.get('ratelimit-policy'),
-    limit: res.headers.get('ratelimit'),
-    retryAfter: res.headers.get('retry-after'),
-  };
 }
 
 /** Waits (2 s at most, far less than the 30 s lease) for every slot to be released: the last release deletes the key. */

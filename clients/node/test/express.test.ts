@@ -13,19 +13,11 @@ import { createClient } from 'redis';
 import { byUser, rateLimit, type MiddlewareOptions } from '../src/index.js';
 import { concurrencyOverHttp, Gate, SHORT, SLOTS } from './concurrency.js';
 import { MODES } from './modes.js';
+import { fields } from './responses.js';
 import { RedisServer } from './servers.js';
 
 type Get = (path: string, headers?: Record<string, string>) => Promise<Response>;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function fields(res: Response) {
-  return {
-    status: res.status,
-    policy: res.headers.get('ratelimit-policy'),
-    limit: res.headers.get('ratelimit'),
-    retryAfter: res.headers.get('retry-after'),
-  };
-}
 
 // Compile-time check: the middleware is a request handler of both Express versions, without a cast.
 export function typesFit(middleware: ReturnType<typeof rateLimit>) {
