@@ -196,6 +196,8 @@ fn sliding_log_stores_under_eight_bytes_per_unit() {
     for (key, capacity) in [("narrow", "18446744"), ("wide00", "18446746")] {
         call(con, "RL.TOKENBUCKET", key, &[capacity, "1", "*", "1"]);
     }
-    let usage = |con: &mut redis::Connection, key: &str| -> i64 { redis::cmd("MEMORY").arg("USAGE").arg(key).query(con).unwrap() };
+    let usage = |con: &mut redis::Connection, key: &str| -> i64 {
+        redis::cmd("MEMORY").arg("USAGE").arg(key).query(con).unwrap()
+    };
     assert_eq!(usage(con, "wide00") - usage(con, "narrow"), 16);
 }

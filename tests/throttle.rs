@@ -490,6 +490,31 @@ fn random_quantity(rng: &mut StdRng, burst: u64) -> u64 {
     }
 }
 
+/// The model over the window [t0, t1] as the ends of its monotone pieces:
+/// the decision flips at most once (limited, then admitted), and each field
+/// moves one way on either side of the flip; across it, `remaining` can
+/// step up and back down (redis-cell divides microseconds truncated), so a
+/// reply from just before the flip lies outside the window's two ends.
+fn model_pieces(
+    stored: Option<u64>,
+    t0: u64,
+    t1: u64,
+    quad: [u64; 4],
+) -> Vec<([i64; 5], [i64; 5])> {
+    let at = |t: u64| cell_model(stored, t, quad);
+    let (first, last) = (at(t0), at(t1));
+    if first[0] == last[0] {
+        return vec![(first, last)];
+    }
+    // a decides as t0 does, b (the first instant to) as t1 does.
+    let (mut a, mut b) = (t0, t1);
+    while b - a > 1 {
+        let middle = a + (b - a) / 2;
+        if at(middle)[0] == last[0] { b = middle } else { a = middle }
+    }
+    vec![(first, at(a)), (at(b), last)]
+}
+
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
@@ -545,6 +570,11 @@ fn compare_once(
     let (cell_lo, cell_hi) = (cell_model(cell_stored, t0, quad), cell_model(cell_stored, t1, quad));
     let (ours_lo, ours_hi) = (cell_model(our_stored, t0, quad), cell_model(our_stored, t1, quad));
     let within = |v: i64, lo: i64, hi: i64| (lo.min(hi)..=lo.max(hi)).contains(&v);
+    let (cell_pieces, our_pieces) =
+        (model_pieces(cell_stored, t0, t1, quad), model_pieces(our_stored, t0, t1, quad));
+    let on_pieces = |v: i64, pieces: &[([i64; 5], [i64; 5])], field: usize| {
+        pieces.iter().any(|(lo, hi)| within(v, lo[field], hi[field]))
+    };
     let context = || {
         format!(
             "params {quad:?}, cell {cell:?} (model {cell_lo:?}..{cell_hi:?}, tat {cell_stored:?}), \
@@ -554,12 +584,12 @@ fn compare_once(
     };
     // Each reply is its side's math at some instant of the window.
     for field in 0..5 {
-        if !within(cell[field], cell_lo[field], cell_hi[field]) {
+        if !on_pieces(cell[field], &cell_pieces, field) {
             tally
                 .unexplained
                 .push(format!("redis-cell off its own math, field {field}: {}", context()));
         }
-        if !within(ours[field], ours_lo[field], ours_hi[field]) {
+        if !on_pieces(ours[field], &our_pieces, field) {
             tally
                 .unexplained
                 .push(format!("RL.THROTTLE off the math, field {field}: {}", context()));
