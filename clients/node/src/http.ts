@@ -89,9 +89,10 @@ type Marked = { [CHARGED]?: Map<string, object> };
  * charged already. Another limiter's policy of the same name would share
  * its Redis key and its header name: a misconfiguration, refused.
  */
-function chargedBefore(limiter: Limiter<any>, charged: Map<string, object> | undefined): Set<string> {
+function chargedBefore(limiter: Limiter<any>, charged: Map<string, object> | undefined): ReadonlySet<string> | undefined {
+  if (charged === undefined) return undefined; // the first limiter on the request
   const names = new Set<string>();
-  for (const [name, family] of charged ?? []) {
+  for (const [name, family] of charged) {
     if (family === limiter.family) names.add(name);
     else if (limiter.limits.some((l) => l.name === name)) {
       throw new RateLimitConfigError('name', `policy ${JSON.stringify(name)} is used by two limiters on one request: give each its own name, or stack them with with()`);

@@ -330,7 +330,6 @@ export class Limiter<Req = any> {
     if (isPromise(charges)) charges = await charges;
     if (already !== undefined && already.size > 0) charges = charges.filter((c) => !already.has(c.limit.name));
     if (charges.length === 0) return this.decide(charges);
-    const policy = charges.map((c) => c.limit.name).join(',');
     // A release frees a slot long before a concurrency denial's retry time: never cached.
     const cacheable = this.denials.enabled && !charges.some((c) => c.limit.algorithm === 'concurrency');
     const denialKey = cacheable ? keyOf(charges) : undefined;
@@ -338,11 +337,11 @@ export class Limiter<Req = any> {
     if (denialKey !== undefined) {
       const known = this.denials.answer(denialKey, costs);
       if (known) {
-        this.metrics.decided(policy, { outcome: 'denied_in_process', decision: known, durationMs: null, error: null });
+        this.metrics.decided(charges, 'denied_in_process', known, null, null);
         return known;
       }
     }
-    if (!this.link.mayCall()) return this.unavailable(charges, policy, undefined, null);
+    if (!this.link.mayCall()) return this.unavailable(charges, undefined, null);
     const started = performance.now();
     let decision: Decision;
     try {
@@ -355,13 +354,13 @@ export class Limiter<Req = any> {
         throw error;
       }
       this.link.failed();
-      return this.unavailable(charges, policy, error, durationMs);
+      return this.unavailable(charges, error, durationMs);
     }
     const durationMs = performance.now() - started;
     this.metrics.call('ok', durationMs);
     this.link.answered();
     if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
-    this.metrics.decided(policy, { outcome: decision.allowed ? 'allowed' : 'denied', decision, durationMs, error: null });
+    this.metrics.decided(charges, decision.allowed ? 'allowed' : 'denied', decision, durationMs, null);
     return decision;
   }
 
@@ -371,17 +370,16 @@ export class Limiter<Req = any> {
    * requests answered while Redis waits for its next try do not (`error`
    * undefined).
    */
-  private unavailable(charges: Charge[], policy: string, error: unknown, durationMs: number | null): Decision | null {
+  private unavailable(charges: Charge[], error: unknown, durationMs: number | null): Decision | null {
     const unavailable = new RateLimiterUnavailable(error ?? new Error('Redis did not answer the last call; tried again at most once a second'));
     const handling = { open: 'letting the request through', closed: 'refusing it', local: 'limiting in process' }[this.onUnavailable];
     if (error !== undefined) this.log(`${unavailable.message} (${handling}; Redis is tried again in a second)`);
-    const event = { durationMs, error: unavailable.cause };
     if (this.local) {
       const decision = this.decideLocally(this.local, charges);
-      this.metrics.decided(policy, { outcome: decision.allowed ? 'unavailable_local_allowed' : 'unavailable_local_denied', decision, ...event });
+      this.metrics.decided(charges, decision.allowed ? 'unavailable_local_allowed' : 'unavailable_local_denied', decision, durationMs, unavailable.cause);
       return decision;
     }
-    this.metrics.decided(policy, { outcome: this.failOpen ? 'unavailable_open' : 'unavailable_closed', decision: null, ...event });
+    this.metrics.decided(charges, this.failOpen ? 'unavailable_open' : 'unavailable_closed', null, durationMs, unavailable.cause);
     if (this.failOpen) return null;
     throw unavailable;
   }
@@ -438,28 +436,8 @@ export class Limiter<Req = any> {
       return decisionOf(true, 0, [], async (units) => void unitsBack([], units), async () => {});
     }
     const groups = this.cluster ? groupByTag(charges) : [charges];
-    // One group (no cluster, or one hash tag): its call's failure is the decision's.
-    const settled = groups.length === 1 ? [{ status: 'fulfilled' as const, value: await this.multi(groups[0]) }] : await Promise.allSettled(groups.map((group) => this.multi(group)));
-    const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    const allowed = failure === undefined && replies.every((reply) => reply.allowed);
-    if (!allowed && groups.length > 1) {
-      // On a cluster some groups may have taken their units while another
-      // denied or failed: give them back (refunds; leases released). One
-      // that fails is logged; the denial stands.
-      const taken = replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((limit, i) => ({ limit, charge: r.charges[i] })));
-      const refunds = await Promise.allSettled(taken.map(({ limit, charge }) => this.giveBack(charge, limit)));
-      refunds.forEach((refund, i) => {
-        if (refund.status === 'rejected') this.log(`rate limiter refund failed: ${String(refund.reason)}`);
-        // As RL.MULTI reports a denied call: each limit's state as it stays.
-        else if (refund.value) Object.assign(taken[i].limit, refund.value);
-      });
-    }
-    if (failure) throw failure.reason;
-    const waits = replies.map((r) => r.retryAfterMs);
-    const retryAfterMs = allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits);
-    const limits = replies.length === 1 ? replies[0].limits : replies.flatMap((r) => r.limits);
-    const ordered = groups.length === 1 ? limits : charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision);
+    // One group (no cluster, or one hash tag): its reply is the decision's, its failure too.
+    const { allowed, retryAfterMs, limits: ordered } = groups.length === 1 ? await this.multi(charges) : await this.acrossSlots(charges, groups);
     return decisionOf(
       allowed,
       retryAfterMs,
@@ -471,6 +449,35 @@ export class Limiter<Req = any> {
       },
       () => this.releaseAll(ordered),
     );
+  }
+
+  /**
+   * One RL.MULTI per hash tag (a cluster). When one denies or fails, the
+   * others that took their units give them back (refunds; leases
+   * released); one that fails is logged, and the denial stands.
+   */
+  private async acrossSlots(charges: Charge[], groups: Charge[][]) {
+    const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
+    const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    const allowed = failure === undefined && replies.every((reply) => reply.allowed);
+    if (!allowed) {
+      const taken = replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((limit, i) => ({ limit, charge: r.charges[i] })));
+      const refunds = await Promise.allSettled(taken.map(({ limit, charge }) => this.giveBack(charge, limit)));
+      refunds.forEach((refund, i) => {
+        if (refund.status === 'rejected') this.log(`rate limiter refund failed: ${String(refund.reason)}`);
+        // As RL.MULTI reports a denied call: each limit's state as it stays.
+        else if (refund.value) Object.assign(taken[i].limit, refund.value);
+      });
+    }
+    if (failure) throw failure.reason;
+    const waits = replies.map((r) => r.retryAfterMs);
+    const limits = replies.flatMap((r) => r.limits);
+    return {
+      allowed,
+      retryAfterMs: allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits),
+      limits: charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision),
+    };
   }
 
   private async multi(charges: Charge[]) {
@@ -514,6 +521,12 @@ export class Limiter<Req = any> {
   }
 }
 
+function longestDelay(limits: LimitDecision[]): number {
+  let longest = 0;
+  for (const l of limits) if (l.delayMs !== undefined && l.delayMs > longest) longest = l.delayMs;
+  return longest;
+}
+
 /**
  * A decision of these limits; `refund` and `release` give units and leases
  * back where they were taken (Redis, or in process). Release runs once.
@@ -530,7 +543,7 @@ function decisionOf(
     allowed,
     retryAfterMs,
     neverAllowed: retryAfterMs === -1,
-    delayMs: allowed ? Math.max(0, ...limits.map((l) => l.delayMs ?? 0)) : 0,
+    delayMs: allowed ? longestDelay(limits) : 0,
     limits,
     refund,
     release: () => (released ??= release()),
@@ -539,30 +552,27 @@ function decisionOf(
 
 /** An RL.MULTI reply (from Redis or the local limiter) for `charges`, as the decision's parts. */
 function multiResult(charges: Charge[], reply: MultiReply) {
-  const [allowed, retryAfterMs, ...fields] = reply;
-  return {
-    charges,
-    allowed: Number(allowed) === 1,
-    retryAfterMs: Number(retryAfterMs),
-    limits: fields.map((f, i): LimitDecision => {
-      const [ok, remaining, limit, retry, reset, sixth] = f.map(Number);
-      const { limit: checked, key, cost } = charges[i];
-      return {
-        name: checked.name,
-        algorithm: checked.algorithm,
-        key,
-        allowed: ok === 1,
-        remaining,
-        limit,
-        retryAfterMs: retry,
-        resetAfterMs: reset,
-        ...sixthField(checked.algorithm, sixth),
-        cost,
-        param: checked.param,
-        quotaUnit: checked.quotaUnit,
-      };
-    }),
-  };
+  const limits: LimitDecision[] = [];
+  for (let i = 0; i < charges.length; i++) {
+    const f = reply[i + 2] as number[];
+    const { limit: checked, key, cost } = charges[i];
+    const limit: LimitDecision = {
+      name: checked.name,
+      algorithm: checked.algorithm,
+      key,
+      allowed: Number(f[0]) === 1,
+      remaining: Number(f[1]),
+      limit: Number(f[2]),
+      retryAfterMs: Number(f[3]),
+      resetAfterMs: Number(f[4]),
+      cost,
+      param: checked.param,
+      quotaUnit: checked.quotaUnit,
+    };
+    if (f.length > 5) Object.assign(limit, sixthField(checked.algorithm, Number(f[5])));
+    limits.push(limit);
+  }
+  return { charges, allowed: Number(reply[0]) === 1, retryAfterMs: Number(reply[1]), limits };
 }
 
 /**

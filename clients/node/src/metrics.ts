@@ -67,11 +67,18 @@ export class Metrics {
     this.meter?.duration.record(durationMs / 1000, { 'ratelimit.result': result });
   }
 
-  decided(policy: string, event: DecisionEvent) {
-    this.meter?.decisions.add(1, { 'ratelimit.policy': policy, 'ratelimit.outcome': event.outcome });
+  /**
+   * Counts a decision of these limits (their names joined are the policy)
+   * and hands it to the hook; with neither an SDK nor a hook, nothing is
+   * built at all.
+   */
+  decided(limits: readonly { limit: { name: string } }[], outcome: Outcome, decision: Decision | null, durationMs: number | null, error: unknown) {
+    const meter = this.meter;
+    if (meter === undefined && this.hook === undefined) return;
+    meter?.decisions.add(1, { 'ratelimit.policy': limits.map((l) => l.limit.name).join(','), 'ratelimit.outcome': outcome });
     if (!this.hook) return;
     try {
-      this.hook(event);
+      this.hook({ outcome, decision, durationMs, error });
     } catch (error) {
       this.log(`rate limiter onDecision hook threw: ${String(error)}`);
     }
