@@ -23,7 +23,7 @@ import redis
 
 from modes import peek_remaining
 from servers import Server
-from test_readme import README, app_of, example, post
+from test_readme import README, example, post
 from web import get, rate_headers, serve_asgi, serve_wsgi
 from windows import wait_for_window_with
 
