@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
+import { parseList } from 'structured-headers';
+
 import { deniedBody, rateLimitHeaders, type Decision, type LimitDecision } from '../src/index.js';
 
 function limit(fields: Partial<LimitDecision> & Pick<LimitDecision, 'name' | 'algorithm' | 'limit' | 'param'>): LimitDecision {
@@ -86,4 +88,23 @@ test('quotas beyond a Structured Fields Integer are capped at its largest', () =
     'RateLimit-Policy': '"bytes";q=999999999999999;w=9008',
     RateLimit: '"bytes";r=999999999999999;t=0',
   });
+});
+
+test('names with quotes and backslashes are escaped; both fields parse back as Structured Fields lists', () => {
+  const quoted = limit({ name: 'say "hi"\\now', algorithm: 'fixedwindow', limit: 5, param: 10, remaining: 4, resetAfterMs: 2500 });
+  const bytes = limit({ name: 'up', algorithm: 'slidingwindow', limit: 100, param: 60, remaining: 40, resetAfterMs: 0, quotaUnit: 'content-bytes' });
+  const headers = rateLimitHeaders(decision([quoted, bytes]));
+  assert.deepEqual(headers, {
+    'RateLimit-Policy': '"say \\"hi\\"\\\\now";q=5;w=10, "up";q=100;qu="content-bytes";w=60',
+    RateLimit: '"say \\"hi\\"\\\\now";r=4;t=3, "up";r=40',
+  });
+  const members = (field: string) => parseList(field).map(([name, params]) => [name, Object.fromEntries(params as Map<string, unknown>)]);
+  assert.deepEqual(members(headers['RateLimit-Policy']), [
+    ['say "hi"\\now', { q: 5, w: 10 }],
+    ['up', { q: 100, qu: 'content-bytes', w: 60 }],
+  ]);
+  assert.deepEqual(members(headers.RateLimit), [
+    ['say "hi"\\now', { r: 4, t: 3 }],
+    ['up', { r: 40 }],
+  ]);
 });
