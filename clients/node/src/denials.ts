@@ -29,8 +29,13 @@ export class DenialCache {
     return this.size > 0;
   }
 
-  /** The cached denial for `key` at these costs, counted down to now; undefined when there is none. */
-  answer(key: string, costs: number[]): Decision | undefined {
+  /** Whether any denial is kept (an admitted request then skips the lookup). */
+  get holdsAny(): boolean {
+    return this.entries.size > 0;
+  }
+
+  /** The cached denial for `key` at these costs (each limit's, in order), counted down to now; undefined when there is none. */
+  answer(key: string, charges: readonly { cost: number }[]): Decision | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     const now = performance.now();
@@ -38,15 +43,16 @@ export class DenialCache {
       this.entries.delete(key);
       return undefined;
     }
-    if (costs.some((cost, i) => cost < entry.costs[i])) return undefined;
+    if (charges.some((charge, i) => charge.cost < entry.costs[i])) return undefined;
     this.entries.delete(key);
     this.entries.set(key, entry);
     return countedDown(entry.decision, Math.floor(now - entry.at));
   }
 
   /** Keeps a denial Redis gave. */
-  remember(key: string, costs: number[], decision: Decision) {
+  remember(key: string, charges: readonly { cost: number }[], decision: Decision) {
     if (!this.enabled || decision.allowed) return;
+    const costs = charges.map((c) => c.cost);
     const at = performance.now();
     const until = at + (decision.retryAfterMs === -1 ? NEVER_MS : decision.retryAfterMs);
     this.entries.delete(key);

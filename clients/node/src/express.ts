@@ -53,9 +53,8 @@ function middleware<Req extends ExpressLikeRequest, Res extends ExpressLikeRespo
         res.status(outcome.status).json(outcome.body);
         return;
       }
-      for (const [name, value] of Object.entries(outcome.headers)) {
-        res.setHeader(name, mergeHeader(res.getHeader(name), value, name));
-      }
+      const headers = outcome.headers;
+      for (const name in headers) res.setHeader(name, mergeHeader(res.getHeader(name), headers[name], name));
       if (outcome.decision) {
         req.rateLimit = outcome.decision;
         res.locals.rateLimit = outcome.decision;

@@ -79,26 +79,36 @@ export type Outcome =
   | { action: 'deny'; decision: Decision; headers: Record<string, string>; status: number; body: object }
   | { action: 'unavailable'; status: 503; body: object };
 
-/** Names of the limits a request was charged for, per limiter family, so a stacked limiter skips them. */
+/** The limiters that charged a request (its first one alone, or all in order), so a stacked limiter skips their limits. */
 const CHARGED = Symbol.for('redis-ratelimit-client.charged');
 
-type Marked = { [CHARGED]?: Map<string, object> };
+type Marked = { [CHARGED]?: Limiter<any> | Limiter<any>[] };
 
 /**
  * The limits a stacked limiter of the same family (made with `with()`)
  * charged already. Another limiter's policy of the same name would share
  * its Redis key and its header name: a misconfiguration, refused.
  */
-function chargedBefore(limiter: Limiter<any>, charged: Map<string, object> | undefined): ReadonlySet<string> | undefined {
+function chargedBefore(limiter: Limiter<any>, charged: Limiter<any> | Limiter<any>[] | undefined): ReadonlySet<string> | undefined {
   if (charged === undefined) return undefined; // the first limiter on the request
   const names = new Set<string>();
-  for (const [name, family] of charged) {
-    if (family === limiter.family) names.add(name);
-    else if (limiter.limits.some((l) => l.name === name)) {
-      throw new RateLimitConfigError('name', `policy ${JSON.stringify(name)} is used by two limiters on one request: give each its own name, or stack them with with()`);
+  for (const earlier of Array.isArray(charged) ? charged : [charged]) {
+    for (const { name } of earlier.limits) {
+      if (earlier.family === limiter.family) names.add(name);
+      else if (limiter.limits.some((l) => l.name === name)) {
+        throw new RateLimitConfigError('name', `policy ${JSON.stringify(name)} is used by two limiters on one request: give each its own name, or stack them with with()`);
+      }
     }
   }
   return names;
+}
+
+/** Marks the request as charged by `limiter` (no allocation for the first one, the common case). */
+function markCharged(marked: Marked, limiter: Limiter<any>) {
+  const charged = marked[CHARGED];
+  if (charged === undefined) marked[CHARGED] = limiter;
+  else if (Array.isArray(charged)) charged.push(limiter);
+  else marked[CHARGED] = [charged, limiter];
 }
 
 /**
@@ -122,8 +132,7 @@ export async function decideRequest<Req extends object, Res>(limiter: Limiter<Re
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }
-  const charged = (marked[CHARGED] ??= new Map());
-  for (const limit of decision.limits) charged.set(limit.name, limiter.family);
+  markCharged(marked, limiter);
   if (http.throttle && decision.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, decision.delayMs));
   return { action: 'next', decision, headers };
 }

@@ -135,6 +135,9 @@ function wordsOf(limit: CheckedLimit): { command: string; param: string } {
   return words;
 }
 
+/** An unnamed limit's key name at the size it was last used at (a size may be a function of the request). */
+const unnamedKeys = new WeakMap<CheckedLimit, { size: number; name: string }>();
+
 /**
  * The last part of a limit's Redis key, for a request whose quota is
  * `size`: its name; for an unnamed limit, what it is (algorithm, limit,
@@ -143,10 +146,14 @@ function wordsOf(limit: CheckedLimit): { command: string; param: string } {
  */
 function keyName(limit: CheckedLimit, size: number): string {
   if (limit.named) return limit.name;
+  const known = unnamedKeys.get(limit);
+  if (known !== undefined && known.size === size) return known.name;
   const spec = `${limit.algorithm}:${size}:${wordsOf(limit).param}`;
   // A concurrency limit's unit (concurrent-requests) is the only one it has: not repeated.
   const ownUnit = limit.quotaUnit === undefined || limit.quotaUnit === 'requests' || limit.algorithm === 'concurrency';
-  return ownUnit ? spec : `${spec}:${limit.quotaUnit}`;
+  const name = ownUnit ? spec : `${spec}:${limit.quotaUnit}`;
+  unnamedKeys.set(limit, { size, name });
+  return name;
 }
 
 /**
@@ -332,10 +339,8 @@ export class Limiter<Req = any> {
     if (charges.length === 0) return this.decide(charges);
     // A release frees a slot long before a concurrency denial's retry time: never cached.
     const cacheable = this.denials.enabled && !charges.some((c) => c.limit.algorithm === 'concurrency');
-    const denialKey = cacheable ? keyOf(charges) : undefined;
-    const costs = charges.map((c) => c.cost);
-    if (denialKey !== undefined) {
-      const known = this.denials.answer(denialKey, costs);
+    if (cacheable && this.denials.holdsAny) {
+      const known = this.denials.answer(keyOf(charges), charges);
       if (known) {
         this.metrics.decided(charges, 'denied_in_process', known, null, null);
         return known;
@@ -359,7 +364,7 @@ export class Limiter<Req = any> {
     const durationMs = performance.now() - started;
     this.metrics.call('ok', durationMs);
     this.link.answered();
-    if (denialKey !== undefined) this.denials.remember(denialKey, costs, decision);
+    if (cacheable && !decision.allowed) this.denials.remember(keyOf(charges), charges, decision);
     this.metrics.decided(charges, decision.allowed ? 'allowed' : 'denied', decision, durationMs, null);
     return decision;
   }
