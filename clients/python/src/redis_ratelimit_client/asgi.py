@@ -58,10 +58,13 @@ class Leases:
     (once each: limiter.release) just before the response's last body
     message goes out, the work being done (a client that sends its next
     request on receipt finds its slot free), or when the app returns
-    without one: a handler that raised, a client that went away."""
+    without one: a handler that raised, a client that went away. The same
+    wrapper of `send` adds the RateLimit headers to the response's start
+    and notes its status (one wrapper a request, not one per job)."""
 
     def __init__(self) -> None:
         self.held: list[tuple[AsyncRateLimiter, Decision]] = []
+        self.status = 500  # the response's, once it starts; 500 if it never does
 
     def hold(self, limiter: AsyncRateLimiter, decision: Optional[Decision]) -> None:
         if decision is not None and decision.leases:
@@ -71,17 +74,24 @@ class Leases:
         for limiter, decision in self.held:
             await limiter.release(decision)
 
-    def releasing(self, send: Send) -> Send:
+    def releasing(self, send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
         async def send_released(message: Message) -> None:
-            if self.held and message["type"] == "http.response.body" and not message.get("more_body", False):
+            kind = message["type"]
+            if kind == "http.response.start":
+                self.status = int(message["status"])
+                if headers:
+                    message = {**message, "headers": [*message.get("headers", []), *headers]}
+            elif self.held and kind == "http.response.body" and not message.get("more_body", False):
                 await self.release()
             await send(message)
 
         return send_released
 
-    async def run(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    async def run(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
+        """Runs the app with `headers` (read when the response starts: they may
+        be added while it runs) on its response; releases the leases."""
         try:
-            await app(scope, receive, self.releasing(send))
+            await app(scope, receive, self.releasing(send, headers))
         finally:
             await self.release()
 
@@ -116,20 +126,11 @@ class RateLimitMiddleware:
             return
         scope.setdefault("state", {})["rate_limit"] = decision
         extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (result.headers if result else {}).items()]
-        status = 500
-
-        async def send_with_headers(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
-
         leases = Leases()
         leases.hold(self.limiter, decision)
         try:
-            await leases.run(self.app, scope, receive, send_with_headers)
+            await leases.run(self.app, scope, receive, send, extra)
         finally:
-            if self.options.refunds(decision, status):
+            if self.options.refunds(decision, leases.status):
                 assert decision is not None
                 await self.limiter.refund(decision)

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .asgi import Leases, decide
 from .decision import Decision
@@ -53,13 +53,7 @@ class RateLimitHeadersMiddleware:
         headers: list[tuple[bytes, bytes]] = []
         scope[HEADERS] = headers
         scope[LEASES] = leases = Leases()
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start" and headers:
-                message = {**message, "headers": [*message.get("headers", []), *headers]}
-            await send(message)
-
-        await leases.run(self.app, scope, receive, send_with_headers)
+        await leases.run(self.app, scope, receive, send, headers)
 
 
 class RateLimitExceeded(Exception):
