@@ -1,7 +1,7 @@
 // The Express middleware (Express 4 and 5). Its types describe only what
 // it uses, so an app needs no Express types to compile against it.
 
-import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse } from './http.js';
+import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse, type Outcome } from './http.js';
 import type { Decision, Limiter } from './limiter.js';
 import type { Limit } from './options.js';
 
@@ -46,30 +46,25 @@ function middleware<Req extends ExpressLikeRequest, Res extends ExpressLikeRespo
   limiter: Limiter<Req>,
   http: CheckedHttp<Req, Res>,
 ): ExpressRateLimit<Req, Res> {
-  const handle = async (req: Req, res: Res, next: ExpressLikeNext) => {
-    try {
-      const outcome = await decideRequest(limiter, http, req);
-      if (outcome.action === 'unavailable') {
-        res.status(outcome.status).json(outcome.body);
-        return;
-      }
-      const headers = outcome.headers;
-      for (const name in headers) res.setHeader(name, mergeHeader(res.getHeader(name), headers[name], name));
-      if (outcome.decision) {
-        req.rateLimit = outcome.decision;
-        res.locals.rateLimit = outcome.decision;
-      }
-      if (outcome.action === 'deny') {
-        if (http.handler) await http.handler(req, res, outcome.decision);
-        else res.status(outcome.status).json(outcome.body);
-        return;
-      }
-      settleAfter(http, outcome.decision, res, limiter.log);
-      next();
-    } catch (error) {
-      next(error);
+  const respond = (outcome: Outcome, req: Req, res: Res, next: ExpressLikeNext): unknown => {
+    if (outcome.action === 'unavailable') return res.status(outcome.status).json(outcome.body);
+    const headers = outcome.headers;
+    for (const name in headers) res.setHeader(name, mergeHeader(res.getHeader(name), headers[name], name));
+    if (outcome.decision) {
+      req.rateLimit = outcome.decision;
+      res.locals.rateLimit = outcome.decision;
     }
+    if (outcome.action === 'deny') {
+      if (http.handler) return http.handler(req, res, outcome.decision);
+      return res.status(outcome.status).json(outcome.body);
+    }
+    settleAfter(http, outcome.decision, res, limiter.log);
+    next();
   };
+  const handle = (req: Req, res: Res, next: ExpressLikeNext): Promise<void> =>
+    decideRequest(limiter, http, req)
+      .then((outcome) => respond(outcome, req, res, next))
+      .then(undefined, next);
   return Object.assign(handle, {
     limiter,
     with: (extra: Limit<Req> | Limit<Req>[]) => middleware(limiter.with(extra), http),

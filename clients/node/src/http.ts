@@ -79,17 +79,25 @@ export type Outcome =
   | { action: 'deny'; decision: Decision; headers: Record<string, string>; status: number; body: object }
   | { action: 'unavailable'; status: 503; body: object };
 
-/** The limiters that charged a request (its first one alone, or all in order), so a stacked limiter skips their limits. */
-const CHARGED = Symbol.for('redis-ratelimit-client.charged');
+/**
+ * The limiters that charged a request (its first one alone, or all in
+ * order), kept on the admitted decision the framework puts on the request
+ * (`req.rateLimit`), so a stacked limiter skips their limits. (A property
+ * of its own on the request cost a few microseconds a request in Express.)
+ */
+const CHARGED = Symbol.for('redis-ratelimit-client.charged'); // shared by the package's ESM and CommonJS builds
 
-type Marked = { [CHARGED]?: Limiter<any> | Limiter<any>[] };
+type Charged = Limiter<any> | Limiter<any>[];
+
+/** A request as the frameworks leave it: the last decision on it, if any. */
+type Decided = { rateLimit?: (Decision & { [CHARGED]?: Charged }) | null };
 
 /**
  * The limits a stacked limiter of the same family (made with `with()`)
  * charged already. Another limiter's policy of the same name would share
  * its Redis key and its header name: a misconfiguration, refused.
  */
-function chargedBefore(limiter: Limiter<any>, charged: Limiter<any> | Limiter<any>[] | undefined): ReadonlySet<string> | undefined {
+function chargedBefore(limiter: Limiter<any>, charged: Charged | undefined): ReadonlySet<string> | undefined {
   if (charged === undefined) return undefined; // the first limiter on the request
   const names = new Set<string>();
   for (const earlier of Array.isArray(charged) ? charged : [charged]) {
@@ -103,38 +111,48 @@ function chargedBefore(limiter: Limiter<any>, charged: Limiter<any> | Limiter<an
   return names;
 }
 
-/** Marks the request as charged by `limiter` (no allocation for the first one, the common case). */
-function markCharged(marked: Marked, limiter: Limiter<any>) {
-  const charged = marked[CHARGED];
-  if (charged === undefined) marked[CHARGED] = limiter;
-  else if (Array.isArray(charged)) charged.push(limiter);
-  else marked[CHARGED] = [charged, limiter];
-}
+const UNLIMITED: Outcome = { action: 'next', decision: null, headers: {} };
 
 /**
  * Runs one request through the limiter. Redis's error replies and bad
- * per-request values throw (the framework's error path).
+ * per-request values reject (the framework's error path).
  */
-export async function decideRequest<Req extends object, Res>(limiter: Limiter<Req>, http: CheckedHttp<Req, Res>, req: Req): Promise<Outcome> {
-  if (http.skip && (await http.skip(req))) return { action: 'next', decision: null, headers: {} };
-  const marked = req as Req & Marked;
-  let decision: Decision | null;
+export function decideRequest<Req extends object, Res>(limiter: Limiter<Req>, http: CheckedHttp<Req, Res>, req: Req): Promise<Outcome> {
+  if (http.skip) return skipOrDecide(limiter, http, req, http.skip);
+  return decideUnskipped(limiter, http, req);
+}
+
+async function skipOrDecide<Req extends object, Res>(limiter: Limiter<Req>, http: CheckedHttp<Req, Res>, req: Req, skip: (req: Req) => boolean | Promise<boolean>) {
+  return (await skip(req)) ? UNLIMITED : decideUnskipped(limiter, http, req);
+}
+
+/** The request's decision, as the framework acts on it (no async frame: each was a promise and a resumption). */
+function decideUnskipped<Req extends object, Res>(limiter: Limiter<Req>, http: CheckedHttp<Req, Res>, req: Req): Promise<Outcome> {
   try {
-    decision = await limiter.check(req, chargedBefore(limiter, marked[CHARGED]));
+    const charged = (req as Decided).rateLimit?.[CHARGED];
+    return limiter.check(req, chargedBefore(limiter, charged)).then((decision) => outcomeOf(limiter, http, decision, charged), unavailable);
   } catch (error) {
-    if (error instanceof RateLimiterUnavailable) return { action: 'unavailable', status: 503, body: UNAVAILABLE_BODY };
-    throw error;
+    return Promise.reject(error);
   }
-  if (decision === null) return { action: 'next', decision: null, headers: {} };
+}
+
+function unavailable(error: unknown): Outcome {
+  if (error instanceof RateLimiterUnavailable) return { action: 'unavailable', status: 503, body: UNAVAILABLE_BODY };
+  throw error;
+}
+
+function outcomeOf(limiter: Limiter<any>, http: CheckedHttp<any, any>, decision: Decision | null, charged: Charged | undefined): Outcome | Promise<Outcome> {
+  if (decision === null) return UNLIMITED;
   const all = decision.limits.length > 0 ? rateLimitHeaders(decision) : {};
   // Without the RateLimit fields a denial still says when to come back.
   const headers = http.headers ? all : 'Retry-After' in all ? { 'Retry-After': all['Retry-After'] } : {};
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }
-  markCharged(marked, limiter);
-  if (http.throttle && decision.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, decision.delayMs));
-  return { action: 'next', decision, headers };
+  (decision as Decision & { [CHARGED]?: Charged })[CHARGED] = charged === undefined ? limiter : [...(Array.isArray(charged) ? charged : [charged]), limiter];
+  const outcome: Outcome = { action: 'next', decision, headers };
+  if (http.throttle && decision.delayMs > 0) return new Promise((resolve) => setTimeout(() => resolve(outcome), decision.delayMs));
+  return outcome;
 }
 
 /** What both frameworks' Node response (Express's `res`, Fastify's `reply.raw`) tells of its end. */

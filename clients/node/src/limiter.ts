@@ -332,41 +332,52 @@ export class Limiter<Req = any> {
    * never a pass). Limits named in `already` were charged for this request
    * by a stacked limiter: skipped.
    */
-  async check(req: Req, already?: ReadonlySet<string>): Promise<Decision | null> {
-    let charges = this.charges(req);
-    if (isPromise(charges)) charges = await charges;
-    if (already !== undefined && already.size > 0) charges = charges.filter((c) => !already.has(c.limit.name));
-    if (charges.length === 0) return this.decide(charges);
+  check(req: Req, already?: ReadonlySet<string>): Promise<Decision | null> {
+    // No async frames on the way: each was a promise and a resumption per request.
+    try {
+      const charges = this.charges(req);
+      if (isPromise(charges)) return charges.then((all) => this.checkCharges(all, already));
+      return this.checkCharges(charges, already);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** check() once each limit's key, size and cost are known. Throws what check() rejects with. */
+  private checkCharges(all: Charge[], already: ReadonlySet<string> | undefined): Promise<Decision | null> {
+    const charges = already !== undefined && already.size > 0 ? all.filter((c) => !already.has(c.limit.name)) : all;
+    if (charges.length === 0) return Promise.resolve(this.admittedWithoutLimits());
     // A release frees a slot long before a concurrency denial's retry time: never cached.
     const cacheable = this.denials.enabled && !charges.some((c) => c.limit.algorithm === 'concurrency');
     if (cacheable && this.denials.holdsAny) {
       const known = this.denials.answer(keyOf(charges), charges);
       if (known) {
         this.metrics.decided(charges, 'denied_in_process', known, null, null);
-        return known;
+        return Promise.resolve(known);
       }
     }
-    if (!this.link.mayCall()) return this.unavailable(charges, undefined, null);
+    if (!this.link.mayCall()) return Promise.resolve(this.unavailable(charges, undefined, null));
     const started = performance.now();
-    let decision: Decision;
-    try {
-      decision = await this.decide(charges);
-    } catch (error) {
-      const durationMs = performance.now() - started;
-      this.metrics.call(error instanceof RedisTimeout ? 'timeout' : 'error', durationMs);
-      if (isErrorReply(error)) {
+    return this.decide(charges).then(
+      (decision) => {
+        const durationMs = performance.now() - started;
+        this.metrics.call('ok', durationMs);
         this.link.answered();
-        throw error;
-      }
-      this.link.failed();
-      return this.unavailable(charges, error, durationMs);
-    }
-    const durationMs = performance.now() - started;
-    this.metrics.call('ok', durationMs);
-    this.link.answered();
-    if (cacheable && !decision.allowed) this.denials.remember(keyOf(charges), charges, decision);
-    this.metrics.decided(charges, decision.allowed ? 'allowed' : 'denied', decision, durationMs, null);
-    return decision;
+        if (cacheable && !decision.allowed) this.denials.remember(keyOf(charges), charges, decision);
+        this.metrics.decided(charges, decision.allowed ? 'allowed' : 'denied', decision, durationMs, null);
+        return decision;
+      },
+      (error) => {
+        const durationMs = performance.now() - started;
+        this.metrics.call(error instanceof RedisTimeout ? 'timeout' : 'error', durationMs);
+        if (isErrorReply(error)) {
+          this.link.answered();
+          throw error;
+        }
+        this.link.failed();
+        return this.unavailable(charges, error, durationMs);
+      },
+    );
   }
 
   /**
@@ -436,24 +447,31 @@ export class Limiter<Req = any> {
   }
 
   /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
-  private async decide(charges: Charge[]): Promise<Decision> {
-    if (charges.length === 0) {
-      return decisionOf(true, 0, [], async (units) => void unitsBack([], units), async () => {});
-    }
+  private decide(charges: Charge[]): Promise<Decision> {
     const groups = this.cluster ? groupByTag(charges) : [charges];
     // One group (no cluster, or one hash tag): its reply is the decision's, its failure too.
-    const { allowed, retryAfterMs, limits: ordered } = groups.length === 1 ? await this.multi(charges) : await this.acrossSlots(charges, groups);
+    if (groups.length === 1) return this.link.send(charges[0].key, multiArgs(charges)).then((reply) => this.decisionFrom(charges, multiResult(charges, reply as MultiReply)));
+    return this.acrossSlots(charges, groups).then((result) => this.decisionFrom(charges, result));
+  }
+
+  /** The decision of an RL.MULTI reply (or replies): refund and release go back to Redis. */
+  private decisionFrom(charges: Charge[], { allowed, retryAfterMs, limits }: { allowed: boolean; retryAfterMs: number; limits: LimitDecision[] }): Decision {
     return decisionOf(
       allowed,
       retryAfterMs,
-      ordered,
+      limits,
       async (units?: Record<string, number>) => {
         const back = unitsBack(charges, units);
         if (!allowed) return;
         await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
-      () => this.releaseAll(ordered),
+      () => this.releaseAll(limits),
     );
+  }
+
+  /** A request none of whose limits is left to check (a stacked limiter charged them all). */
+  private admittedWithoutLimits(): Decision {
+    return decisionOf(true, 0, [], async (units) => void unitsBack([], units), async () => {});
   }
 
   /**
@@ -485,13 +503,8 @@ export class Limiter<Req = any> {
     };
   }
 
-  private async multi(charges: Charge[]) {
-    const args = ['RL.MULTI', String(charges.length), ...charges.map((c) => c.key), '*'];
-    for (const { limit, size, cost } of charges) {
-      const { command, param } = wordsOf(limit);
-      args.push(command, String(size), param, String(cost));
-    }
-    return multiResult(charges, (await this.link.send(charges[0].key, args)) as MultiReply);
+  private multi(charges: Charge[]) {
+    return this.link.send(charges[0].key, multiArgs(charges)).then((reply) => multiResult(charges, reply as MultiReply));
   }
 
   /** What a limit took, given back: a refund, or a lease released. Its state after that, or undefined when nothing was taken. */
@@ -553,6 +566,18 @@ function decisionOf(
     refund,
     release: () => (released ??= release()),
   };
+}
+
+/** The RL.MULTI call for `charges`. */
+function multiArgs(charges: Charge[]): string[] {
+  const args = ['RL.MULTI', String(charges.length)];
+  for (const c of charges) args.push(c.key);
+  args.push('*');
+  for (const { limit, size, cost } of charges) {
+    const { command, param } = wordsOf(limit);
+    args.push(command, String(size), param, String(cost));
+  }
+  return args;
 }
 
 /** An RL.MULTI reply (from Redis or the local limiter) for `charges`, as the decision's parts. */
