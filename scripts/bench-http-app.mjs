@@ -1,5 +1,6 @@
 // One app of scripts/bench-http-node.sh: Express 5 with no limiter, ours,
-// express-rate-limit + rate-limit-redis, or rate-limiter-flexible, all on one
+// express-rate-limit + rate-limit-redis, or rate-limiter-flexible (bare, or
+// answering what ours answers), all on one
 // Redis; `admitted` limits never bind, `denied` ones deny all but the first.
 // Usage: node bench-http-app.mjs VARIANT PATH REDIS_URL PORT
 import express from 'express';
@@ -22,13 +23,31 @@ if (variant === 'ours') {
     windowMs: 3_600_000, limit: admitted ? 1e12 : 1, standardHeaders: 'draft-8', legacyHeaders: false,
     store: new RedisStore({ sendCommand: (...args) => redis.sendCommand(args) }),
   }));
-} else if (variant === 'rate-limiter-flexible') {
+} else if (variant === 'rate-limiter-flexible' || variant === 'rate-limiter-flexible+fields') {
+  // +fields: what ours answers besides the call, written the way
+  // rate-limiter-flexible's README sets headers: the two RateLimit fields,
+  // our 429 body, the result on req.rateLimit and res.locals.rateLimit.
+  const fields = variant.endsWith('+fields');
   const { RateLimiterRedis } = await import('rate-limiter-flexible');
-  const limiter = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: admitted ? 1e12 : 1, duration: 3600, inMemoryBlockOnConsumed: admitted ? 0 : 1 });
+  const points = admitted ? 1e12 : 1;
+  const limiter = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points, duration: 3600, inMemoryBlockOnConsumed: admitted ? 0 : 1 });
+  const answer = (req, res, result) => {
+    res.setHeader('RateLimit-Policy', `"default";q=${points};w=3600`);
+    res.setHeader('RateLimit', `"default";r=${result.remainingPoints};t=${Math.ceil(result.msBeforeNext / 1000)}`);
+    req.rateLimit = result;
+    res.locals.rateLimit = result;
+  };
   app.use((req, res, next) => {
-    limiter.consume(req.ip).then(() => next(), (rejection) => {
+    limiter.consume(req.ip).then((result) => {
+      if (fields) answer(req, res, result);
+      next();
+    }, (rejection) => {
       if (rejection instanceof Error) return next(rejection);
-      res.set('Retry-After', String(Math.ceil(rejection.msBeforeNext / 1000))).status(429).json({ error: 'rate_limit_exceeded' });
+      const retryAfter = Math.ceil(rejection.msBeforeNext / 1000);
+      res.set('Retry-After', String(retryAfter));
+      if (!fields) return res.status(429).json({ error: 'rate_limit_exceeded' });
+      answer(req, res, rejection);
+      res.status(429).json({ error: 'rate_limit_exceeded', message: 'Rate limit exceeded. Please try again later.', retry_after_seconds: retryAfter });
     });
   });
 } else if (variant !== 'none') {

@@ -9,7 +9,7 @@ import autocannon from 'autocannon';
 const [appFile, redisUrl, redisPort, readme] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SECONDS = Number(process.env.SECONDS_PER_RUN ?? 3);
-const VARIANTS = ['none', 'ours', 'express-rate-limit', 'rate-limiter-flexible'];
+const VARIANTS = ['none', 'ours', 'express-rate-limit', 'rate-limiter-flexible', 'rate-limiter-flexible+fields'];
 const PATHS = ['admitted', 'denied'];
 const TICK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
@@ -75,7 +75,7 @@ for (const path of PATHS) {
 }
 const table = [
   `Express 5, one client address, 10 connections, ${ROUNDS} interleaved rounds of ${SECONDS} s, medians (\`make bench-http\`, ${new Date().toISOString().slice(0, 10)}, ${process.version}).`,
-  'Ratios are ours / theirs: requests/s above 1 and CPU below 1 favour ours. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache).',
+  'Ratios are ours / theirs: requests/s above 1 and CPU below 1 favour ours. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache). rate-limiter-flexible+fields: the same limiter, answering what ours answers (the two RateLimit fields, our 429 body, the result on `req.rateLimit` and `res.locals.rateLimit`).',
   '',
   '| path | app | requests/s | app CPU µs/request | ours/this requests/s | ours/this CPU |',
   '|---|---|---|---|---|---|',
