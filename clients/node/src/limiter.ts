@@ -450,7 +450,9 @@ export class Limiter<Req = any> {
   private decide(charges: Charge[]): Promise<Decision> {
     const groups = this.cluster ? groupByTag(charges) : [charges];
     // One group (no cluster, or one hash tag): its reply is the decision's, its failure too.
-    if (groups.length === 1) return this.link.send(charges[0].key, multiArgs(charges)).then((reply) => this.decisionFrom(charges, multiResult(charges, reply as MultiReply)));
+    if (groups.length === 1) {
+      return this.link.send(charges[0].key, multiArgs(charges)).then((reply) => this.decisionFrom(charges, multiResult(charges, reply as MultiReply)));
+    }
     return this.acrossSlots(charges, groups).then((result) => this.decisionFrom(charges, result));
   }
 
