@@ -49,9 +49,8 @@ export class DenialCache {
     return countedDown(entry.decision, Math.floor(now - entry.at));
   }
 
-  /** Keeps a denial Redis gave. */
+  /** Keeps a denial Redis gave (the limiter calls it for denials only, with the cache on). */
   remember(key: string, charges: readonly { cost: number }[], decision: Decision) {
-    if (!this.enabled || decision.allowed) return;
     const costs = charges.map((c) => c.cost);
     const at = performance.now();
     const until = at + (decision.retryAfterMs === -1 ? NEVER_MS : decision.retryAfterMs);

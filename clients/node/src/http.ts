@@ -89,8 +89,10 @@ const CHARGED = Symbol.for('redis-ratelimit-client.charged'); // shared by the p
 
 type Charged = Limiter<any> | Limiter<any>[];
 
+type MarkedDecision = Decision & { [CHARGED]?: Charged };
+
 /** A request as the frameworks leave it: the last decision on it, if any. */
-type Decided = { rateLimit?: (Decision & { [CHARGED]?: Charged }) | null };
+type Decided = { rateLimit?: MarkedDecision | null };
 
 /**
  * The limits a stacked limiter of the same family (made with `with()`)
@@ -149,7 +151,7 @@ function outcomeOf(limiter: Limiter<any>, http: CheckedHttp<any, any>, decision:
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }
-  (decision as Decision & { [CHARGED]?: Charged })[CHARGED] = charged === undefined ? limiter : [...(Array.isArray(charged) ? charged : [charged]), limiter];
+  (decision as MarkedDecision)[CHARGED] = charged === undefined ? limiter : [...(Array.isArray(charged) ? charged : [charged]), limiter];
   const outcome: Outcome = { action: 'next', decision, headers };
   if (http.throttle && decision.delayMs > 0) return new Promise((resolve) => setTimeout(() => resolve(outcome), decision.delayMs));
   return outcome;
