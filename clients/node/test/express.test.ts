@@ -79,7 +79,7 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           app.use(limit({ limits: { limit: 3, rate: 0.001 } }));
           app.get('/', (req: any, res: any) => res.json({ remaining: req.rateLimit.limits[0].remaining, locals: res.locals.rateLimit === req.rateLimit }));
         },
-        async (get) => {
+        async (get, url) => {
           for (const remaining of [2, 1, 0]) {
             const res = await get('/');
             assert.deepEqual(fields(res), { status: 200, policy: '"default";q=3;w=3000', limit: `"default";r=${remaining};t=1000`, retryAfter: null });
@@ -87,7 +87,11 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           }
           const denied = await get('/');
           assert.deepEqual(fields(denied), { status: 429, policy: '"default";q=3;w=3000', limit: '"default";r=0;t=1000', retryAfter: '1000' });
-          assert.deepEqual(await denied.json(), { error: 'rate_limit_exceeded', message: 'Rate limit exceeded. Please try again later.', retry_after_seconds: 1000 });
+          const body = '{"error":"rate_limit_exceeded","message":"Rate limit exceeded. Please try again later.","retry_after_seconds":1000}';
+          assert.deepEqual([denied.headers.get('content-type'), denied.headers.get('content-length'), await denied.text()], ['application/json; charset=utf-8', String(body.length), body]);
+          // HEAD: the same status and fields, no body.
+          const head = await fetch(`${url}/`, { method: 'HEAD' });
+          assert.deepEqual([fields(head), head.headers.get('content-length'), await head.text()], [fields(denied), String(body.length), '']);
         },
       );
     });
@@ -389,7 +393,7 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           const open = await get('/open');
           assert.deepEqual([open.status, open.headers.get('ratelimit'), await open.json()], [200, null, { ok: true }]);
           const closed = await get('/closed');
-          assert.deepEqual([closed.status, await closed.json()], [503, { error: 'rate_limiter_unavailable' }]);
+          assert.deepEqual([closed.status, closed.headers.get('content-type'), await closed.json()], [503, 'application/json; charset=utf-8', { error: 'rate_limiter_unavailable' }]);
           assert.deepEqual(lines, [
             'rate limiter unavailable: no answer from Redis within 200 ms (letting the request through; Redis is tried again in a second)',
             'rate limiter unavailable: no answer from Redis within 200 ms (refusing it; Redis is tried again in a second)',
