@@ -57,21 +57,23 @@ function sendAs(mode: 'module' | 'script', connection: Connection, key: string, 
 }
 
 /** Sends a module command, explaining the errors that come from the module being absent or the other mode's keys. */
-async function callModule(connection: Connection, key: string, call: string[]): Promise<unknown> {
-  try {
-    return await connection.send(key, call);
-  } catch (error) {
-    const code = replyCode(error);
-    if (code === 'WRONGTYPE') throw await explainWrongType(connection, call, error);
-    if (code === 'ERR' && /^ERR unknown command/i.test((error as Error).message)) {
-      throw new RateLimitModeError(
-        `ERR the redis-ratelimit module is not loaded on this Redis (unknown command '${call[0]}'), and mode 'module' ` +
-          'needs it: load it (loadmodule /path/to/libredis_ratelimit.so), or use mode \'auto\' or \'script\' (the Lua script)',
-        error,
-      );
-    }
-    throw error;
+function callModule(connection: Connection, key: string, call: string[]): Promise<unknown> {
+  // Not an async function: its frame was a promise and a resumption on every call.
+  return connection.send(key, call).then(undefined, (error) => explainModuleError(connection, call, error));
+}
+
+/** The module's absence or the other mode's keys, said in words of what to do; other errors as they came. */
+async function explainModuleError(connection: Connection, call: string[], error: unknown): Promise<never> {
+  const code = replyCode(error);
+  if (code === 'WRONGTYPE') throw await explainWrongType(connection, call, error);
+  if (code === 'ERR' && /^ERR unknown command/i.test((error as Error).message)) {
+    throw new RateLimitModeError(
+      `ERR the redis-ratelimit module is not loaded on this Redis (unknown command '${call[0]}'), and mode 'module' ` +
+        'needs it: load it (loadmodule /path/to/libredis_ratelimit.so), or use mode \'auto\' or \'script\' (the Lua script)',
+      error,
+    );
   }
+  throw error;
 }
 
 /**
