@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make bench-http (Node part): Express 5 with no limiter, with
 # redis-ratelimit-client, with express-rate-limit + rate-limit-redis and with
-# rate-limiter-flexible, side by side on one Redis with the module; the
+# rate-limiter-flexible, side by side on one Redis with the module, then
+# the limiter's call alone (bench-http-call.mjs); the
 # comparison libraries are installed from npm into a temporary app, never
-# into the package. Writes its table into clients/node/README.md. Holds
+# into the package. Writes its tables into clients/node/README.md. Holds
 # /tmp/redis-ratelimit-bench.lock (or $BENCH_LOCK) so two benchmarks never run at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ port=$((20000 + RANDOM % 20000))
 trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 
 (cd clients/node && npm ci --no-audit --no-fund >/dev/null && npm pack --pack-destination "$dir" --silent >/dev/null)
-cp scripts/bench-http-app.mjs scripts/bench-http-node.mjs "$dir"/
+cp scripts/bench-http-app.mjs scripts/bench-http-node.mjs scripts/bench-http-call.mjs "$dir"/
 cd "$dir"
 echo '{ "name": "bench-http-node", "private": true, "type": "module" }' > package.json
 npm install --no-audit --no-fund --silent express@5 redis@5 express-rate-limit rate-limit-redis rate-limiter-flexible autocannon ./redis-ratelimit-client-*.tgz
@@ -24,3 +25,4 @@ redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$d
   --logfile "$dir/redis.log" --loadmodule "$root/target/release/libredis_ratelimit.so"
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 node bench-http-node.mjs "$dir/bench-http-app.mjs" "redis://127.0.0.1:$port" "$port" "$root/clients/node/README.md"
+node bench-http-call.mjs "redis://127.0.0.1:$port" "$root/clients/node/README.md"

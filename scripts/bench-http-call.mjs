@@ -1,0 +1,67 @@
+// Part of scripts/bench-http-node.sh: the limiter's call alone, without HTTP.
+// Node CPU per admitted call, 10 calls in flight, of node-redis sending our
+// RL.MULTI itself (what any call on it costs at least), our check(), and
+// rate-limiter-flexible's consume(); interleaved rounds, medians. Written
+// between the bench-call markers in clients/node/README.md.
+// Usage: node bench-http-call.mjs REDIS_URL README
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createClient } from 'redis';
+import { createLimiter } from 'redis-ratelimit-client';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+
+const [url, readme] = process.argv.slice(2);
+const ROUNDS = 7;
+const CALLS = 100_000;
+const redis = createClient({ url });
+await redis.connect();
+await redis.flushAll();
+const own = redis.duplicate(); // the limiter calls on a connection of its own too
+await own.connect();
+const limiter = createLimiter({ redis, limits: { limit: 1e12, rate: 1e9 } });
+const flexible = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: 1e12, duration: 3600 });
+const req = { ip: '203.0.113.7' };
+const key = 'ratelimit:{ip:203.0.113.7}:tokenbucket:1000000000000:1000000000';
+
+const CALLERS = {
+  'node-redis sendCommand (RL.MULTI)': () => own.sendCommand(['RL.MULTI', '1', key, '*', 'TOKENBUCKET', '1000000000000', '1000000000', '1']),
+  'ours: check()': () => limiter.check(req),
+  'rate-limiter-flexible: consume()': () => flexible.consume(req.ip),
+};
+
+async function run(call, n) {
+  let left = n;
+  const caller = async () => {
+    while (left-- > 0) await call();
+  };
+  await Promise.all(Array.from({ length: 10 }, caller));
+}
+
+/** µs of this process's CPU per call. */
+async function cpuPerCall(call) {
+  await run(call, CALLS / 5); // warm-up
+  const before = process.cpuUsage();
+  await run(call, CALLS);
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / CALLS;
+}
+
+const runs = Object.fromEntries(Object.keys(CALLERS).map((name) => [name, []]));
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [name, call] of Object.entries(CALLERS)) runs[name].push(await cpuPerCall(call));
+}
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const table = [
+  `The call alone: Node CPU per admitted call, 10 in flight, ${ROUNDS} interleaved rounds of ${CALLS} calls, medians (\`make bench-http\`, ${new Date().toISOString().slice(0, 10)}, ${process.version}).`,
+  '',
+  '| call | CPU µs/call |',
+  '|---|---|',
+  ...Object.entries(runs).map(([name, values]) => `| ${name} | ${median(values).toFixed(2)} |`),
+].join('\n');
+console.log(table);
+const text = readFileSync(readme, 'utf8');
+const start = '<!-- bench-call: start -->';
+const end = '<!-- bench-call: end -->';
+if (!text.includes(start) || !text.includes(end)) throw new Error(`${readme} lacks the ${start} and ${end} markers`);
+writeFileSync(readme, `${text.slice(0, text.indexOf(start) + start.length)}\n${table}\n${text.slice(text.indexOf(end))}`);
+await Promise.all([redis.quit(), own.quit()]);
+limiter.close();
