@@ -4,10 +4,10 @@
 // rate-limiter-flexible's consume(); interleaved rounds, medians. Written
 // between the bench-call markers in clients/node/README.md.
 // Usage: node bench-http-call.mjs REDIS_URL README
-import { readFileSync, writeFileSync } from 'node:fs';
 import { createClient } from 'redis';
 import { createLimiter } from 'redis-ratelimit-client';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { writeSection } from './bench-readme.mjs';
 
 const [url, readme] = process.argv.slice(2);
 const ROUNDS = 7;
@@ -58,10 +58,6 @@ const table = [
   ...Object.entries(runs).map(([name, values]) => `| ${name} | ${median(values).toFixed(2)} |`),
 ].join('\n');
 console.log(table);
-const text = readFileSync(readme, 'utf8');
-const start = '<!-- bench-call: start -->';
-const end = '<!-- bench-call: end -->';
-if (!text.includes(start) || !text.includes(end)) throw new Error(`${readme} lacks the ${start} and ${end} markers`);
-writeFileSync(readme, `${text.slice(0, text.indexOf(start) + start.length)}\n${table}\n${text.slice(text.indexOf(end))}`);
+writeSection(readme, 'bench-call', table);
 await Promise.all([redis.quit(), own.quit()]);
 limiter.close();

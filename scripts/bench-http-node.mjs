@@ -2,9 +2,10 @@
 // on each path, autocannon against it, the app's CPU from /proc; medians,
 // then ratios against ours, written between the markers in clients/node/README.md.
 import { spawn, execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { writeSection } from './bench-readme.mjs';
 
 const [appFile, redisUrl, redisPort, readme] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -82,7 +83,4 @@ const table = [
   ...rows,
 ].join('\n');
 console.log(table);
-const text = readFileSync(readme, 'utf8');
-const start = '<!-- bench-http: start -->';
-const end = '<!-- bench-http: end -->';
-writeFileSync(readme, `${text.slice(0, text.indexOf(start) + start.length)}\n${table}\n${text.slice(text.indexOf(end))}`);
+writeSection(readme, 'bench-http', table);

@@ -17,7 +17,7 @@ port=$((20000 + RANDOM % 20000))
 trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 
 (cd clients/node && npm ci --no-audit --no-fund >/dev/null && npm pack --pack-destination "$dir" --silent >/dev/null)
-cp scripts/bench-http-app.mjs scripts/bench-http-node.mjs scripts/bench-http-call.mjs "$dir"/
+cp scripts/bench-http-app.mjs scripts/bench-http-node.mjs scripts/bench-http-call.mjs scripts/bench-readme.mjs "$dir"/
 cd "$dir"
 echo '{ "name": "bench-http-node", "private": true, "type": "module" }' > package.json
 npm install --no-audit --no-fund --silent express@5 redis@5 express-rate-limit rate-limit-redis rate-limiter-flexible autocannon ./redis-ratelimit-client-*.tgz
