@@ -72,11 +72,12 @@ export function rateLimitHeaders(decision: Decision): Record<string, string> {
     const t = resetSeconds(limit, decision);
     if (t !== undefined) state += `;t=${sfInteger(t)}`;
   }
-  const headers: Record<string, string> = { 'RateLimit-Policy': policy, RateLimit: state };
-  if (!decision.allowed && decision.retryAfterMs >= 0) {
-    headers['Retry-After'] = String(seconds(decision.retryAfterMs));
-  }
-  return headers;
+  return { 'RateLimit-Policy': policy, RateLimit: state, ...retryAfterHeader(decision) };
+}
+
+/** Retry-After alone: a denial that can pass later says when, with or without the RateLimit fields. */
+export function retryAfterHeader(decision: Decision): Record<string, string> {
+  return !decision.allowed && decision.retryAfterMs >= 0 ? { 'Retry-After': String(seconds(decision.retryAfterMs)) } : {};
 }
 
 export const DEFAULT_MESSAGE = 'Rate limit exceeded. Please try again later.';

@@ -1,7 +1,7 @@
 // What the Express middleware and the Fastify plugin share: their options
 // (checked at setup) and one request's path through the limiter.
 
-import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, UNAVAILABLE_BODY } from './headers.js';
+import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, retryAfterHeader, UNAVAILABLE_BODY } from './headers.js';
 import { createLimiter, RateLimiterUnavailable, type Decision, type Limiter, type LimiterOptions } from './limiter.js';
 import { checkFunction, RateLimitConfigError } from './options.js';
 
@@ -145,9 +145,8 @@ function unavailable(error: unknown): Outcome {
 
 function outcomeOf(limiter: Limiter<any>, http: CheckedHttp<any, any>, decision: Decision | null, charged: Charged | undefined): Outcome | Promise<Outcome> {
   if (decision === null) return UNLIMITED;
-  const all = decision.limits.length > 0 ? rateLimitHeaders(decision) : {};
-  // Without the RateLimit fields a denial still says when to come back.
-  const headers = http.headers ? all : 'Retry-After' in all ? { 'Retry-After': all['Retry-After'] } : {};
+  // Without the RateLimit fields (not built then) a denial still says when to come back.
+  const headers = decision.limits.length === 0 ? {} : http.headers ? rateLimitHeaders(decision) : retryAfterHeader(decision);
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }

@@ -3,6 +3,7 @@
 // it running the Lua script): exact headers and bodies.
 
 import assert from 'node:assert/strict';
+import { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
@@ -92,6 +93,37 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           // HEAD: the same status and fields, no body.
           const head = await fetch(`${url}/`, { method: 'HEAD' });
           assert.deepEqual([fields(head), head.headers.get('content-length'), await head.text()], [fields(denied), String(body.length), '']);
+        },
+      );
+    });
+
+    test('req.rateLimit: after a sub-app the request left, over one other code set, on a request that is not Express\'s, never on other objects', async () => {
+      let direct: ReturnType<typeof rateLimit> | undefined;
+      await withApp(
+        (app, limit) => {
+          const sub: any = express();
+          sub.use(limit({ limits: { limit: 5, rate: 0.001, name: 'sub' } }));
+          app.use('/sub', sub); // handles nothing: the request goes on in the parent app
+          const setElsewhere = (req: any, _res: any, next: any) => {
+            req.rateLimit = 'set by other code';
+            next();
+          };
+          app.use('/other', setElsewhere, limit({ limits: { limit: 5, rate: 0.001, name: 'other' } }));
+          const show = (req: any, res: any) =>
+            res.json({ name: req.rateLimit?.limits[0].name ?? null, remaining: req.rateLimit?.limits[0].remaining ?? null, locals: res.locals.rateLimit === req.rateLimit });
+          for (const path of ['/sub', '/other', '/none']) app.get(path, show);
+          direct = limit({ limits: { limit: 5, rate: 0.001, name: 'direct' } });
+        },
+        async (get) => {
+          assert.deepEqual(await (await get('/sub')).json(), { name: 'sub', remaining: 4, locals: true });
+          assert.deepEqual(await (await get('/other')).json(), { name: 'other', remaining: 4, locals: true });
+          assert.deepEqual(await (await get('/none')).json(), { name: null, remaining: null, locals: true });
+          const req: any = { ip: '10.0.0.1' };
+          const res: any = { locals: {}, statusCode: 200, getHeader: () => undefined, setHeader: () => {}, once: () => {} };
+          await new Promise<void>((resolve, reject) => direct!(req, res, (error) => (error ? reject(error) : resolve())));
+          assert.deepEqual([Object.hasOwn(req, 'rateLimit'), req.rateLimit === res.locals.rateLimit, req.rateLimit.limits[0].remaining], [true, true, 4]);
+          assert.equal(({} as any).rateLimit, undefined);
+          assert.equal('rateLimit' in IncomingMessage.prototype, false);
         },
       );
     });
