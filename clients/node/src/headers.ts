@@ -72,12 +72,17 @@ export function rateLimitHeaders(decision: Decision): Record<string, string> {
     const t = resetSeconds(limit, decision);
     if (t !== undefined) state += `;t=${sfInteger(t)}`;
   }
-  return { 'RateLimit-Policy': policy, RateLimit: state, ...retryAfterHeader(decision) };
+  const headers: Record<string, string> = { 'RateLimit-Policy': policy, RateLimit: state };
+  if (comesBack(decision)) headers['Retry-After'] = String(seconds(decision.retryAfterMs));
+  return headers;
 }
 
-/** Retry-After alone: a denial that can pass later says when, with or without the RateLimit fields. */
+/** A denial that can pass later: it says when, with or without the RateLimit fields. */
+const comesBack = (decision: Decision) => !decision.allowed && decision.retryAfterMs >= 0;
+
+/** Retry-After alone (the `headers: false` option). */
 export function retryAfterHeader(decision: Decision): Record<string, string> {
-  return !decision.allowed && decision.retryAfterMs >= 0 ? { 'Retry-After': String(seconds(decision.retryAfterMs)) } : {};
+  return comesBack(decision) ? { 'Retry-After': String(seconds(decision.retryAfterMs)) } : {};
 }
 
 export const DEFAULT_MESSAGE = 'Rate limit exceeded. Please try again later.';
