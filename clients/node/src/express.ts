@@ -83,23 +83,28 @@ function ownProperty(this: object, value: unknown) {
   Object.defineProperty(this, 'rateLimit', { value, writable: true, enumerable: true, configurable: true });
 }
 
+/** The first of `start` and the prototypes above it that `test` accepts, if any. */
+function upFrom(start: object, test: (prototype: object) => boolean): object | undefined {
+  for (let p: object | null = start; p !== null; p = Object.getPrototypeOf(p)) if (test(p)) return p;
+  return undefined;
+}
+
 /**
  * Whether requests of this prototype read `rateLimit` from `res.locals`;
  * defines it on Express's request object (the prototype just above Node's
- * IncomingMessage, shared by every app and sub-app) when nothing else has.
+ * IncomingMessage, shared by every app and sub-app) when nothing has one.
  */
 function exposes(prototype: object | null): boolean {
   if (prototype === null) return false;
   if (exposing.has(prototype)) return true;
-  let express: object | null = prototype;
-  while (express !== null && Object.getPrototypeOf(express) !== IncomingMessage.prototype) express = Object.getPrototypeOf(express);
-  if (express === null) return false;
-  if (!('rateLimit' in prototype)) {
+  if ('rateLimit' in prototype) {
+    const holder = upFrom(prototype, (p) => Object.hasOwn(p, 'rateLimit'));
+    if (Object.getOwnPropertyDescriptor(holder!, 'rateLimit')?.get !== readFromLocals) return false; // another's
+  } else {
+    const express = upFrom(prototype, (p) => Object.getPrototypeOf(p) === IncomingMessage.prototype);
+    if (express === undefined) return false;
     Object.defineProperty(express, 'rateLimit', { configurable: true, get: readFromLocals, set: ownProperty });
   }
-  let found: object | null = prototype;
-  while (found !== null && !Object.hasOwn(found, 'rateLimit')) found = Object.getPrototypeOf(found);
-  if (found === null || Object.getOwnPropertyDescriptor(found, 'rateLimit')?.get !== readFromLocals) return false; // another's
   exposing.add(prototype);
   return true;
 }

@@ -72,17 +72,13 @@ export function rateLimitHeaders(decision: Decision): Record<string, string> {
     const t = resetSeconds(limit, decision);
     if (t !== undefined) state += `;t=${sfInteger(t)}`;
   }
-  const headers: Record<string, string> = { 'RateLimit-Policy': policy, RateLimit: state };
-  if (comesBack(decision)) headers['Retry-After'] = String(seconds(decision.retryAfterMs));
-  return headers;
+  return withRetryAfter({ 'RateLimit-Policy': policy, RateLimit: state }, decision);
 }
 
-/** A denial that can pass later: it says when, with or without the RateLimit fields. */
-const comesBack = (decision: Decision) => !decision.allowed && decision.retryAfterMs >= 0;
-
-/** Retry-After alone (the `headers: false` option). */
-export function retryAfterHeader(decision: Decision): Record<string, string> {
-  return comesBack(decision) ? { 'Retry-After': String(seconds(decision.retryAfterMs)) } : {};
+/** `headers` with Retry-After added on a denial that can pass later (with or without the RateLimit fields). */
+export function withRetryAfter(headers: Record<string, string>, decision: Decision): Record<string, string> {
+  if (!decision.allowed && decision.retryAfterMs >= 0) headers['Retry-After'] = String(seconds(decision.retryAfterMs));
+  return headers;
 }
 
 export const DEFAULT_MESSAGE = 'Rate limit exceeded. Please try again later.';

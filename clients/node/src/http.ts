@@ -1,7 +1,7 @@
 // What the Express middleware and the Fastify plugin share: their options
 // (checked at setup) and one request's path through the limiter.
 
-import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, retryAfterHeader, UNAVAILABLE_BODY } from './headers.js';
+import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, UNAVAILABLE_BODY, withRetryAfter } from './headers.js';
 import { createLimiter, RateLimiterUnavailable, type Decision, type Limiter, type LimiterOptions } from './limiter.js';
 import { checkFunction, RateLimitConfigError } from './options.js';
 
@@ -146,7 +146,7 @@ function unavailable(error: unknown): Outcome {
 function outcomeOf(limiter: Limiter<any>, http: CheckedHttp<any, any>, decision: Decision | null, charged: Charged | undefined): Outcome | Promise<Outcome> {
   if (decision === null) return UNLIMITED;
   // Without the RateLimit fields (not built then) a denial still says when to come back.
-  const headers = decision.limits.length === 0 ? {} : http.headers ? rateLimitHeaders(decision) : retryAfterHeader(decision);
+  const headers = decision.limits.length === 0 ? {} : http.headers ? rateLimitHeaders(decision) : withRetryAfter({}, decision);
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }
