@@ -1,6 +1,7 @@
 // Part of scripts/bench-http-node.sh: the limiter's call alone, without HTTP.
-// Node CPU per admitted call, 10 calls in flight, of node-redis sending our
-// RL.MULTI itself (what any call on it costs at least), our check(), and
+// Node CPU per admitted call, 10 calls in flight, of node-redis sending a
+// PING (what any call on it costs at least), our RL.MULTI and
+// rate-limiter-flexible's script themselves, our check(), and
 // rate-limiter-flexible's consume(); interleaved rounds, medians. Written
 // between the bench-call markers in clients/node/README.md.
 // Usage: node bench-http-call.mjs REDIS_URL README
@@ -21,9 +22,15 @@ const limiter = createLimiter({ redis, limits: { limit: 1e12, rate: 1e9 } });
 const flexible = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: 1e12, duration: 3600 });
 const req = { ip: '203.0.113.7' };
 const key = 'ratelimit:{ip:203.0.113.7}:tokenbucket:1000000000000:1000000000';
+if (typeof flexible._incrTtlLuaScript !== 'string') throw new Error("rate-limiter-flexible's script is no longer at _incrTtlLuaScript");
 
+// The raw commands first: what node-redis costs for any call (PING), and
+// for each limiter's own command without the limiter around it.
 const CALLERS = {
+  'node-redis sendCommand (PING)': () => own.sendCommand(['PING']),
   'node-redis sendCommand (RL.MULTI)': () => own.sendCommand(['RL.MULTI', '1', key, '*', 'TOKENBUCKET', '1000000000000', '1000000000', '1']),
+  "node-redis eval (rate-limiter-flexible's script)": () =>
+    own.eval(flexible._incrTtlLuaScript, { keys: ['rlflx:203.0.113.8'], arguments: ['1', '3600', '1000000000000', '3600'] }),
   'ours: check()': () => limiter.check(req),
   'rate-limiter-flexible: consume()': () => flexible.consume(req.ip),
 };

@@ -58,7 +58,7 @@ test('the tarball holds the built package and no test or source files', () => {
   assert.ok(listing.includes('package/dist/cjs/index.js'));
   assert.ok(listing.includes('package/dist/cjs/index.d.ts'));
   assert.ok(listing.includes('package/dist/cjs/package.json'));
-  assert.deepEqual(listing.filter((name) => !name.startsWith('package/dist/')), ['package/LICENSE', 'package/README.md', 'package/package.json']);
+  assert.deepEqual(listing.filter((name) => !name.startsWith('package/dist/')), ['package/CHANGELOG.md', 'package/LICENSE', 'package/README.md', 'package/package.json']);
 });
 
 test('the installed package: MIT with its LICENSE, no install-time scripts, README links to files it has', () => {
