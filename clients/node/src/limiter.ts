@@ -349,8 +349,9 @@ export class Limiter<Req = any> {
     if (charges.length === 0) return Promise.resolve(this.admittedWithoutLimits());
     // A release frees a slot long before a concurrency denial's retry time: never cached.
     const cacheable = this.denials.enabled && !charges.some((c) => c.limit.algorithm === 'concurrency');
+    let cacheKey: string | undefined; // made once, when the cache is asked or told
     if (cacheable && this.denials.holdsAny) {
-      const known = this.denials.answer(keyOf(charges), charges);
+      const known = this.denials.answer((cacheKey = keyOf(charges)), charges);
       if (known) {
         this.metrics.decided(charges, 'denied_in_process', known, null, null);
         return Promise.resolve(known);
@@ -363,7 +364,7 @@ export class Limiter<Req = any> {
         const durationMs = performance.now() - started;
         this.metrics.call('ok', durationMs);
         this.link.answered();
-        if (cacheable && !decision.allowed) this.denials.remember(keyOf(charges), charges, decision);
+        if (cacheable && !decision.allowed) this.denials.remember(cacheKey ?? keyOf(charges), charges, decision);
         this.metrics.decided(charges, decision.allowed ? 'allowed' : 'denied', decision, durationMs, null);
         return decision;
       },

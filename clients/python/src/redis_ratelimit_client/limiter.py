@@ -110,6 +110,17 @@ class _Core:
             raise ConfigurationError(f"on_decision: must be a function of a DecisionEvent (got {on_decision!r})")
         self.metrics = Metrics(",".join(self.names), on_decision)
 
+    def limits_and(self, more: Sequence[Limit]) -> list[Limit]:
+        """These limits, then `more` (with_limits)."""
+        return [*(limit for limit, _ in self.limits), *more]
+
+    def options(self) -> dict[str, Any]:
+        """The keyword options this limiter was made with, as checked (with_limits)."""
+        return {
+            "key": self.key, "prefix": self.prefix, "timeout": self.timeout, "on_unavailable": self.on_unavailable, "instances": self.instances,
+            "mode": self.mode, "denial_cache": self.denials.size, "on_decision": self.metrics.on_decision,
+        }
+
     @property
     def names(self) -> list[str]:
         return [name for _, name in self.limits]
@@ -280,11 +291,7 @@ class RateLimiter:
 
     def with_limits(self, *limits: Limit) -> RateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
-        return RateLimiter(
-            self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,  # type: ignore[arg-type]
-            prefix=self.core.prefix, timeout=self.core.timeout, on_unavailable=self.core.on_unavailable, instances=self.core.instances, mode=self.core.mode,
-            denial_cache=self.core.denials.size, on_decision=self.core.metrics.on_decision,
-        )
+        return RateLimiter(self.redis, self.core.limits_and(limits), **self.core.options())
 
     def charges(self, request: Any) -> list[Charge]:
         out = []
@@ -431,11 +438,7 @@ class AsyncRateLimiter:
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
-        return AsyncRateLimiter(
-            self.redis, [*(limit for limit, _ in self.core.limits), *limits], key=self.core.key,
-            prefix=self.core.prefix, timeout=self.core.timeout, on_unavailable=self.core.on_unavailable, instances=self.core.instances, mode=self.core.mode,
-            denial_cache=self.core.denials.size, on_decision=self.core.metrics.on_decision,
-        )
+        return AsyncRateLimiter(self.redis, self.core.limits_and(limits), **self.core.options())
 
     async def charges(self, request: Any) -> list[Charge]:
         out = []
