@@ -3,7 +3,7 @@
 
 import { Deadlines } from './deadlines.js';
 import { DenialCache } from './denials.js';
-import { LocalLimiter, type MultiReply } from './local.js';
+import { LocalLimiter, micros, type MultiReply } from './local.js';
 import { Metrics, type DecisionEvent } from './metrics.js';
 import { byIp, isIpv6Subnet } from './keys.js';
 import { MODES, ModeSwitch, type Mode } from './mode.js';
@@ -103,6 +103,13 @@ export interface Decision {
    * lease runs out by itself.
    */
   release(): Promise<void>;
+  /**
+   * Makes every lease this decision holds run `lease` seconds from now
+   * (RL.RENEW), for work that outlasts it. True when each was still held;
+   * false when one had run out or been released, or the decision holds
+   * none. Rejects when Redis cannot answer, so the work can stop.
+   */
+  renew(): Promise<boolean>;
 }
 
 /** Redis gave no answer within timeoutMs. */
@@ -117,6 +124,9 @@ export class RateLimiterUnavailable extends Error {
 }
 
 const OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'instances', 'log', 'mode', 'denialCache', 'onDecision'];
+
+/** Why a call was not made: Redis failed, and waits for its next try. */
+const NOT_TRIED = 'Redis did not answer the last call; tried again at most once a second';
 
 /** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
 const RETRY_MS = 1000;
@@ -167,6 +177,11 @@ class Link {
   /** performance.now() from which a probe may go; 0 while Redis answers. */
   private retryAt = 0;
   private probing = false;
+
+  /** Whether Redis failed and waits for its next try. */
+  get down(): boolean {
+    return this.retryAt !== 0;
+  }
 
   /** Whether a request may call Redis now (taking the probe when one is due). */
   mayCall(): boolean {
@@ -388,7 +403,7 @@ export class Limiter<Req = any> {
    * undefined).
    */
   private unavailable(charges: Charge[], error: unknown, durationMs: number | null): Decision | null {
-    const unavailable = new RateLimiterUnavailable(error ?? new Error('Redis did not answer the last call; tried again at most once a second'));
+    const unavailable = new RateLimiterUnavailable(error ?? new Error(NOT_TRIED));
     const handling = { open: 'letting the request through', closed: 'refusing it', local: 'limiting in process' }[this.onUnavailable];
     if (error !== undefined) this.log(`${unavailable.message} (${handling}; Redis is tried again in a second)`);
     if (this.local) {
@@ -420,6 +435,7 @@ export class Limiter<Req = any> {
       async () => {
         for (const l of limits) if (l.leaseId) local.release(l.key, l.leaseId, nowUs());
       },
+      async () => allRenewed(charges, limits, (charge, leaseId) => local.renew(charge.key, leaseId, micros(wordsOf(charge.limit).param), nowUs())),
     );
   }
 
@@ -469,12 +485,13 @@ export class Limiter<Req = any> {
         await Promise.all(back.map(([charge, n]) => this.refundOne(charge, n)));
       },
       () => this.releaseAll(limits),
+      () => this.renewAll(charges, limits),
     );
   }
 
   /** A request none of whose limits is left to check (a stacked limiter charged them all). */
   private admittedWithoutLimits(): Decision {
-    return decisionOf(true, 0, [], async (units) => void unitsBack([], units), async () => {});
+    return decisionOf(true, 0, [], async (units) => void unitsBack([], units), async () => {}, async () => false);
   }
 
   /**
@@ -526,6 +543,24 @@ export class Limiter<Req = any> {
     return ((await this.link.send(key, ['RL.RELEASE', key, String(leaseId), '*'])) as unknown[]).map(Number);
   }
 
+  /**
+   * RL.RENEW of each lease; Redis unable to answer is RateLimiterUnavailable
+   * (at once while Redis waits for its next try), an error reply as it came.
+   */
+  private renewAll(charges: Charge[], limits: LimitDecision[]): Promise<boolean> {
+    if (this.link.down) return Promise.reject(new RateLimiterUnavailable(new Error(NOT_TRIED)));
+    return allRenewed(charges, limits, (charge, leaseId) => this.renewOne(charge, leaseId)).catch((error) => {
+      if (isErrorReply(error)) throw error;
+      this.link.failed();
+      throw new RateLimiterUnavailable(error);
+    });
+  }
+
+  /** RL.RENEW: [renewed, held, reset_after_ms]. */
+  private async renewOne({ limit, key }: Charge, leaseId: number): Promise<number[]> {
+    return ((await this.link.send(key, ['RL.RENEW', key, String(leaseId), wordsOf(limit).param, '*'])) as unknown[]).map(Number);
+  }
+
   /** Releases every lease of a decision, each on its key's node; a failure is logged, never thrown. */
   private async releaseAll(limits: LimitDecision[]): Promise<void> {
     await Promise.all(
@@ -558,6 +593,7 @@ function decisionOf(
   limits: LimitDecision[],
   refund: Decision['refund'],
   release: () => Promise<void>,
+  renew: () => Promise<boolean>,
 ): Decision {
   let released: Promise<void> | undefined;
   return {
@@ -568,7 +604,20 @@ function decisionOf(
     limits,
     refund,
     release: () => (released ??= release()),
+    renew,
   };
+}
+
+/** Renews each lease of `limits` (in `charges`' order) by `renewOne`: whether every one was held, false with none. */
+async function allRenewed(
+  charges: Charge[],
+  limits: LimitDecision[],
+  renewOne: (charge: Charge, leaseId: number) => number[] | Promise<number[]>,
+): Promise<boolean> {
+  const leased = limits.flatMap((l, i) => (l.leaseId ? [[charges[i], l.leaseId] as const] : []));
+  if (leased.length === 0) return false;
+  const replies = await Promise.all(leased.map(([charge, leaseId]) => renewOne(charge, leaseId)));
+  return replies.every(([renewed]) => renewed === 1);
 }
 
 /** The RL.MULTI call for `charges`. */

@@ -2,8 +2,9 @@
 // algorithms and the concurrency limit of src/algorithms/*.rs, in BigInt
 // (a bucket's tokens are pico-units, 10^12 a unit; time is microseconds;
 // both pass 2^53), so every reply is the module's, field for field.
-// `multi` answers what RL.MULTI would, `release` what RL.RELEASE would;
-// the state lives in a Map (least recently used out) instead of Redis.
+// `multi` answers what RL.MULTI would, `release` and `renew` what
+// RL.RELEASE and RL.RENEW would; the state lives in a Map (least recently
+// used out) instead of Redis.
 
 import type { Algorithm } from './options.js';
 
@@ -260,6 +261,20 @@ export class LocalLimiter {
     const kept = after(leases, now);
     this.store(key, 'concurrency', { fields: [1n, held - lease.n, 0n, 0n, reset], store: { ...kept, held: kept.held.filter((l) => l.id !== id) } });
     return [1, Number(held - lease.n), Number(reset)];
+  }
+
+  /** RL.RENEW: `[renewed, held, reset_after_ms]`; a held lease runs out `leaseUs` from now instead. */
+  renew(key: string, leaseId: number, leaseUs: bigint, nowUs: bigint): [number, number, number] {
+    const leases = (this.state(key, 'concurrency') as Leases | undefined) ?? FRESH;
+    const now = max(nowUs, leases.last);
+    const held = heldAt(leases, now);
+    const id = BigInt(leaseId);
+    if (!liveAt(leases, now).some((l) => l.id === id)) return [0, Number(held), Number(leasesReset(leases, now))];
+    const expires = now + leaseUs;
+    const reset = max(leasesReset(leases, now, id), msBetween(now, expires));
+    const kept = after(leases, now);
+    this.store(key, 'concurrency', { fields: [1n, held, 0n, 0n, reset], store: { ...kept, held: kept.held.map((l) => (l.id === id ? { ...l, expires } : l)) } });
+    return [1, Number(held), Number(reset)];
   }
 
   /** The key's state, used now; WRONGTYPE when it holds another algorithm's. */

@@ -14,7 +14,7 @@ function limit(fields: Partial<LimitDecision> & Pick<LimitDecision, 'name' | 'al
 
 function decision(limits: LimitDecision[], retryAfterMs = 0): Decision {
   const allowed = retryAfterMs === 0;
-  return { allowed, retryAfterMs, neverAllowed: retryAfterMs === -1, delayMs: 0, limits, refund: async () => {}, release: async () => {} };
+  return { allowed, retryAfterMs, neverAllowed: retryAfterMs === -1, delayMs: 0, limits, refund: async () => {}, release: async () => {}, renew: async () => false };
 }
 
 test('token bucket: t is when the next whole token is back; w is limit/rate', () => {

@@ -278,6 +278,32 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       }
     });
 
+    test('concurrency: renew() keeps a lease held past its first end; false once released, on a denial or without a lease; rejects with Redis down', async () => {
+      const check = limiter({ limits: [{ name: 'slots', algorithm: 'concurrency', limit: 1, lease: 1 }, { name: 'requests', limit: 100, rate: 0.001 }], timeoutMs: 300 });
+      const held = await check.check({ ip: '10.0.4.3' });
+      assert.deepEqual(held?.limits.map((l) => l.leaseId), [1, undefined]);
+      await sleep(600);
+      assert.equal(await held!.renew(), true);
+      // The lease now runs 1 s from the renewal: more than the 0.4 s left of the first.
+      const pttl = Number(await server.cli('pttl', 'ratelimit:{ip:10.0.4.3}:slots'));
+      assert.ok(pttl > 800 && pttl <= 1000, String(pttl));
+      await sleep(600); // past the first end, before the renewed one
+      const denied = await check.check({ ip: '10.0.4.3' });
+      assert.deepEqual(denied?.limits.map((l) => [l.allowed, l.remaining]), [[false, 0], [true, 99]]);
+      assert.equal(await denied!.renew(), false);
+      await held!.release();
+      assert.equal(await held!.renew(), false);
+      assert.equal(await (await limiter({ limits: { limit: 5, rate: 1 } }).check({ ip: '10.0.4.3' }))!.renew(), false);
+      const again = await check.check({ ip: '10.0.4.3' });
+      assert.deepEqual(again?.limits.map((l) => l.leaseId), [1, undefined]); // the key went with the last lease: ids start again
+      await server.kill();
+      try {
+        await assert.rejects(again!.renew(), { name: 'RateLimiterUnavailable' });
+      } finally {
+        await server.run();
+      }
+    });
+
     test('an error reply is a server error, never a pass', async () => {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 1 }, log: (line) => lines.push(line) });

@@ -198,6 +198,7 @@ for (const { mode, withModule } of MODES) describe(`onUnavailable 'local', mode 
       // The first lease runs out 30 s after it was taken, less the milliseconds since.
       assert.ok(third!.retryAfterMs > 29_000 && third!.retryAfterMs <= 30_000, String(third?.retryAfterMs));
       await first!.release();
+      assert.equal(await first!.renew(), false); // released: nothing left to renew
       const fourth = await limiter.check({});
       assert.deepEqual([fourth?.allowed, fourth?.limits[0].remaining, fourth?.limits[0].leaseId], [true, 0, 3]);
       await startRedis(); // empty: the server kept nothing
@@ -208,7 +209,8 @@ for (const { mode, withModule } of MODES) describe(`onUnavailable 'local', mode 
       }
       assert.deepEqual([back?.allowed, back?.limits[0].limit, back?.limits[0].remaining, back?.limits[0].leaseId], [true, 4, 3, 1]);
       assert.equal((await limiter.check({}))?.limits[0].leaseId, 2);
-      // Leases taken in process go back in process, never to Redis (where id 2 is another holder's).
+      // Leases taken in process are renewed and go back in process, never in Redis (where id 2 is another holder's).
+      assert.equal(await second!.renew(), true);
       await second!.release();
       await fourth!.release();
       assert.deepEqual((await limiter.check({}))?.limits.map((l) => [l.remaining, l.leaseId]), [[1, 3]]);

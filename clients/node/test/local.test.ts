@@ -1,5 +1,5 @@
 // The in-process limiter of onUnavailable 'local' (src/local.ts) against
-// the module: the same random RL.MULTI and RL.RELEASE calls, with the same
+// the module: the same random RL.MULTI, RL.RELEASE and RL.RENEW calls, with the same
 // given times, on a real server with the module and in process; every
 // reply field for field. Each call runs in MULTI/EXEC with a PERSIST of its
 // keys, so Redis expires nothing on its own clock while the given times run
@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { Redis } from 'ioredis';
 
-import { LocalLimiter, WRONGTYPE, type LocalAlgorithm, type LocalSpec } from '../src/local.js';
+import { LocalLimiter, micros, WRONGTYPE, type LocalAlgorithm, type LocalSpec } from '../src/local.js';
 import { RedisServer } from './servers.js';
 
 const MAX = 9007199254740991;
@@ -83,14 +83,14 @@ describe('the local limiter replies as the module does', () => {
 
   // Seed 0 starts at the epoch, seed 1 just before the largest time, the others now.
   for (let seed = 0; seed < 8; seed++) {
-    test(`random calls, seed ${seed}: every algorithm and concurrency, several limits at once, looks, releases, time forward, repeated and back`, async () => {
+    test(`random calls, seed ${seed}: every algorithm and concurrency, several limits at once, looks, releases, renewals, time forward, repeated and back`, async () => {
       const random = generator(seed);
       await redis.flushall();
       const local = new LocalLimiter();
       const keys = new Map(LIMITS.slice(seed * 8, seed * 8 + 8).map((limit, i) => [`{k}:${i}`, limit]));
       const leaseIds = new Map<string, number[]>();
       let now = seed === 0 ? 0n : seed === 1 ? MAX_TIME_US - 700_000_000n : BigInt(Date.now()) * 1000n + BigInt(random.below(1_000_000));
-      const seen = { allowed: 0, denied: 0, never: 0, released: 0 };
+      const seen = { allowed: 0, denied: 0, never: 0, released: 0, renewed: 0 };
       for (let step = 0; step < 1500; step++) {
         // Steps of a window's length too, so that units leave exactly at a window's edge.
         now += BigInt(random.pick([0, 1, random.below(1000), random.below(300_000), random.below(3_000_000), random.pick([1000, 250_000, 500_000, 1_000_000, 2_000_000])]));
@@ -102,6 +102,14 @@ describe('the local limiter replies as the module does', () => {
         if (random.below(6) === 0) {
           const key = random.pick(concurrencyKeys);
           const id = random.pick([0, 1, MAX, random.below(4), ...(leaseIds.get(key) ?? [])]);
+          if (random.below(2) === 0) {
+            // A renewal for the limit's own lease, a shorter or a longer one, or the longest.
+            const lease = random.pick([keys.get(key)![2], '0.001', '0.3', '5', '1000000000000']);
+            const renewed = await inRedis(['RL.RENEW', key, id, lease, seconds(callAt)], [key]);
+            assert.deepEqual(local.renew(key, id, micros(lease), callAt), renewed, `seed ${seed} step ${step}: RL.RENEW ${key} ${id} ${lease} ${seconds(callAt)}`);
+            if ((renewed as number[])[0] === 1) seen.renewed++;
+            continue;
+          }
           const expected = await inRedis(['RL.RELEASE', key, id, seconds(callAt)], [key]);
           assert.deepEqual(local.release(key, id, callAt), expected, `seed ${seed} step ${step}: RL.RELEASE ${key} ${id} ${seconds(callAt)}`);
           if ((expected as number[])[0] === 1) seen.released++;
@@ -127,7 +135,7 @@ describe('the local limiter replies as the module does', () => {
       }
       // The sequence went through admissions, denials, never-admissible calls and releases alike.
       assert.ok(seen.allowed > 200 && seen.denied > 50 && seen.never > 50, JSON.stringify(seen));
-      assert.ok(seen.released > 0, JSON.stringify(seen));
+      assert.ok(seen.released > 0 && seen.renewed > 0, JSON.stringify(seen));
     });
   }
 
@@ -144,6 +152,8 @@ describe('the local limiter replies as the module does', () => {
     assert.equal(locally(() => local.multi(take, now, swapped)), WRONGTYPE);
     assert.equal(await inRedis(['RL.RELEASE', '{k}:a', 1, seconds(now)], []), WRONGTYPE);
     assert.equal(locally(() => local.release('{k}:a', 1, now)), WRONGTYPE);
+    assert.equal(await inRedis(['RL.RENEW', '{k}:a', 1, 5, seconds(now)], []), WRONGTYPE);
+    assert.equal(locally(() => local.renew('{k}:a', 1, 5_000_000n, now)), WRONGTYPE);
     // The fixed window kept its count: 3 left after one more.
     assert.deepEqual(local.multi(take, now, specs), await inRedis(args(specs), take));
     assert.deepEqual((local.multi(['{k}:a'], now, [{ ...specs[0], n: 0 }])[2] as number[]).slice(0, 2), [1, 3]);

@@ -16,7 +16,7 @@ import redis
 import redis.asyncio
 import redis.cluster
 
-from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Limit, RateLimiter, concurrency, denied_body, rate_limit_headers
+from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Limit, RateLimiter, RateLimiterUnavailable, concurrency, denied_body, rate_limit_headers
 from modes import calls, peek_remaining, script_stats
 from servers import Server
 
@@ -139,6 +139,51 @@ def test_a_holder_that_never_releases_frees_its_slot_when_the_lease_runs_out(r: 
     assert again is not None and again.allowed and again.limits[0].lease_id == 1  # the key had gone: ids start again
 
 
+def test_renew_keeps_a_lease_held_past_its_first_end(own_server: Server, mode: str) -> None:
+    r = redis.Redis(port=own_server.port, decode_responses=True)
+    limiter = RateLimiter(r, [Limit("concurrency", 1, lease=1, name="slots"), BURST], key=lambda request: "k", timeout=0.5)
+    held = limiter.check()
+    assert held is not None and [x.lease_id for x in held.limits] == [1, None]
+    time.sleep(0.6)
+    assert limiter.renew(held) is True
+    assert 800 < r.pttl("ratelimit:{k}:slots") <= 1000  # 1 s from the renewal: more than the 0.4 s left of the first
+    time.sleep(0.6)  # past the first end, before the renewed one
+    denied = limiter.check()
+    assert denied is not None and [(x.allowed, x.remaining) for x in denied.limits] == [(False, 0), (True, 4)]
+    assert limiter.renew(denied) is False  # a denial holds no lease
+    limiter.release(held)
+    assert limiter.renew(held) is False  # released
+    unleased = RateLimiter(r, BURST, key=lambda request: "k2").check()
+    assert unleased is not None and limiter.renew(unleased) is False
+    again = limiter.check()
+    assert again is not None and again.limits[0].lease_id == 1  # the key went with the last lease: ids start again
+    own_server.stop()
+    try:
+        with pytest.raises(RateLimiterUnavailable):
+            limiter.renew(again)
+        with pytest.raises(RateLimiterUnavailable):  # at once while Redis waits for its next try
+            limiter.renew(again)
+    finally:
+        own_server.start()
+    r.close()
+
+
+def test_the_asyncio_limiter_renews(server: Server, r: redis.Redis, mode: str) -> None:
+    async def run() -> list[Any]:
+        client = redis.asyncio.Redis(port=server.port)
+        limiter = AsyncRateLimiter(client, Limit("concurrency", 1, lease=30), key=lambda request: "k")
+        held = await limiter.check()
+        assert held is not None
+        r.pexpire("ratelimit:{k}:concurrency:1:30", 5000)  # the key's expiry moved early: a renewal sets it again
+        out = [await limiter.renew(held), r.pttl("ratelimit:{k}:concurrency:1:30") > 29000]
+        await limiter.release(held)
+        out.append(await limiter.renew(held))
+        await client.aclose()
+        return out
+
+    assert asyncio.run(run()) == [True, True, False]
+
+
 def test_the_asyncio_limiter_releases_once(server: Server, r: redis.Redis, mode: str) -> None:
     async def run() -> list[Any]:
         client = redis.asyncio.Redis(port=server.port)
@@ -164,8 +209,10 @@ def test_local_leases_while_redis_is_down(own_server: Server) -> None:
         local = [limiter.check() for _ in range(3)]  # 5 slots among 2 instances: 2 here
         assert [(d.local, d.allowed, d.limits[0].remaining, d.limits[0].limit, d.limits[0].lease_id) for d in local if d] == [
             (True, True, 1, 2, 1), (True, True, 0, 2, 2), (True, False, 0, 2, 0)]
+        assert limiter.renew(local[1]) is True  # type: ignore[arg-type]  # in process, as it was taken
         limiter.release(local[0])  # type: ignore[arg-type]
         limiter.release(local[0])  # type: ignore[arg-type]  # once
+        assert limiter.renew(local[0]) is False  # type: ignore[arg-type]
         again = [limiter.check() for _ in range(2)]
         assert [(d.allowed, d.limits[0].lease_id) for d in again if d] == [(True, 3), (False, 0)]
     finally:

@@ -1,6 +1,6 @@
 """The in-process limiter of on_unavailable="local" (local.py) against the
-module: the same random RL.MULTI calls (concurrency limits among them) and
-RL.RELEASE calls, with the same given times, on a real server with the
+module: the same random RL.MULTI calls (concurrency limits among them),
+RL.RELEASE and RL.RENEW calls, with the same given times, on a real server with the
 module and in process; every reply field for field."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from redis_ratelimit_client.local import LocalLimiter
+from redis_ratelimit_client.local import LocalLimiter, micros
 from servers import Server
 
 PARAMETERS = {  # (size, rate or window) choices per algorithm: small and large, whole and fractional
@@ -50,7 +50,7 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
         keys[f"{{k}}:{i}"] = (algorithm, size, parameter)
     now_us = int(time.time()) * 1_000_000 + rng.randrange(1_000_000)
     leases: list[tuple[str, int]] = []
-    released = freed = 0
+    released = freed = renewals = renewed = 0
     for step in range(1500):
         now_us += rng.choice([0, 1, rng.randrange(1000), rng.randrange(300_000), rng.randrange(3_000_000)])
         chosen = rng.sample(sorted(keys), rng.randint(1, 3))
@@ -73,7 +73,17 @@ def test_the_local_limiter_replies_as_the_module_does(module_server: Server, see
             expected = persisted(r, [key], release)
             assert local.release(key, lease_id, now_us) == expected, (seed, step, release)
             freed += expected[0]
+        if leases and rng.random() < 0.3:  # a lease renewed, for its own lease, a shorter or a longer one
+            key, lease_id = rng.choice(leases)
+            lease_id = rng.choice([lease_id, lease_id, lease_id + 1, 0])
+            lease = rng.choice([keys[key][2], "0.001", "0.3", "5", "1000000000000"])
+            renewals += 1
+            renew = ["RL.RENEW", key, lease_id, lease, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
+            expected = persisted(r, [key], renew)
+            assert local.renew(key, lease_id, micros(lease), now_us) == expected, (seed, step, renew)
+            renewed += expected[0]
     assert released > 100 and freed > 50, (released, freed)  # the releases ran, and many freed a held lease
+    assert renewals > 100 and renewed > 30, (renewals, renewed)
     r.close()
 
 
@@ -85,7 +95,11 @@ def test_a_key_of_another_algorithm_is_refused_as_the_module_does(module_server:
     r.execute_command("RL.MULTI", 1, "k", "1700000040", "FIXEDWINDOW", 5, 60, 1)  # type: ignore[no-untyped-call]
     with pytest.raises(redis.ResponseError) as module:
         r.execute_command("RL.MULTI", 1, "k", "1700000040", "TOKENBUCKET", 5, 1, 1)  # type: ignore[no-untyped-call]
-    for call in (lambda: local.multi(["k"], now_us, [("tokenbucket", 5, "1", 1)]), lambda: local.release("k", 1, now_us)):
+    for call in (
+        lambda: local.multi(["k"], now_us, [("tokenbucket", 5, "1", 1)]),
+        lambda: local.release("k", 1, now_us),
+        lambda: local.renew("k", 1, 5_000_000, now_us),
+    ):
         with pytest.raises(redis.ResponseError) as in_process:
             call()
         assert str(in_process.value) == str(module.value)

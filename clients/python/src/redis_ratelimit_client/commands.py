@@ -45,6 +45,11 @@ def release_args(held: LimitResult) -> list[str]:
     return ["RL.RELEASE", held.key, str(held.lease_id), "*"]
 
 
+def renew_args(held: LimitResult) -> list[str]:
+    """RL.RENEW key lease_id lease now: the lease runs the limit's `lease` from now."""
+    return ["RL.RENEW", held.key, str(held.lease_id), held.spec.parameter_text, "*"]
+
+
 def charge_of(r: LimitResult) -> Charge:
     return Charge(r.spec, r.name, r.key, r.cost, r.limit)
 

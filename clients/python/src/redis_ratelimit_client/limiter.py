@@ -17,10 +17,10 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVa
 from redis.exceptions import RedisError
 
 from . import transport
-from .commands import Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, result, taken_back
+from .commands import Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, renew_args, result, taken_back
 from .decision import Decision, LimitResult
 from .denials import DenialCache
-from .local import LocalLimiter
+from .local import LocalLimiter, micros
 from .metrics import Metrics, OnDecision
 from .outage import POLICIES, OnUnavailable, Outage
 from .keys import by_ip
@@ -218,6 +218,23 @@ class _Core:
             return ()
         return decision.leases
 
+    def renewed_locally(self, decision: Decision) -> bool:
+        """renew() of a decision made in process: its leases are the process's."""
+        assert self.local is not None
+        now_us = time.time_ns() // 1000
+        replies = [self.local.renew(held.key, cast(int, held.lease_id), micros(held.spec.parameter_text), now_us) for held in decision.leases]
+        return all(reply[0] == 1 for reply in replies)
+
+    def renew_may_call(self) -> None:
+        """No wait for a Redis that is down: renew() raises at once."""
+        if self.down():
+            raise RateLimiterUnavailable(str(self.still_down()))
+
+    def renew_failed(self, error: transport.Unavailable) -> RateLimiterUnavailable:
+        """Redis could not renew: what renew() raises (the work can stop)."""
+        self.failed(error)
+        return RateLimiterUnavailable(str(error))
+
     def release_failed(self, error: Exception) -> None:
         """A lease not released stays held until it runs out: logged, never raised."""
         if isinstance(error, transport.Unavailable):
@@ -406,6 +423,23 @@ class RateLimiter:
             except (transport.Unavailable, RedisError) as error:
                 self.core.release_failed(error)
 
+    def renew(self, decision: Decision) -> bool:
+        """Makes each lease the decision holds run its limit's `lease`
+        from now (RL.RENEW, one call per lease), for work that outlasts it.
+        True when every one was still held; False when one had run out or
+        been released, or the decision holds none. Raises
+        RateLimiterUnavailable when Redis cannot answer, so the work can
+        stop; an error reply as it came."""
+        if not decision.leases:
+            return False
+        if decision.local:
+            return self.core.renewed_locally(decision)
+        self.core.renew_may_call()
+        try:
+            return all([int(self._call(renew_args(held))[0]) == 1 for held in decision.leases])
+        except transport.Unavailable as error:
+            raise self.core.renew_failed(error) from error
+
 
 async def _maybe_await(value: Union[T, Awaitable[T]]) -> T:
     if inspect.isawaitable(value):
@@ -537,6 +571,18 @@ class AsyncRateLimiter:
             log.warning("rate limiter: refund not made, Redis unavailable: %s", error)
             return False
         return True
+
+    async def renew(self, decision: Decision) -> bool:
+        """As RateLimiter.renew."""
+        if not decision.leases:
+            return False
+        if decision.local:
+            return self.core.renewed_locally(decision)
+        self.core.renew_may_call()
+        try:
+            return all([int((await self._call(renew_args(held)))[0]) == 1 for held in decision.leases])
+        except transport.Unavailable as error:
+            raise self.core.renew_failed(error) from error
 
     async def release(self, decision: Decision) -> None:
         """As RateLimiter.release."""

@@ -253,6 +253,16 @@ class LocalLimiter:
                 self.states.pop(key, None)
             return [1, *held_and_reset(others, now)]
 
+    def renew(self, key: str, lease_id: int, lease_us: int, now_us: int) -> list[int]:
+        """RL.RENEW: [renewed, held, reset_after_ms]; a held lease runs out `lease_us` from now instead."""
+        with self.lock:
+            now, next_id, live = live_leases(self._state(key, "concurrency"), now_us)
+            if all(lease[0] != lease_id for lease in live):
+                return [0, *held_and_reset(live, now)]
+            renewed = [(i, now + lease_us if i == lease_id else end, n) for i, end, n in live]
+            self.states[key] = ("concurrency", (now, next_id, tuple(renewed)))
+            return [1, *held_and_reset(renewed, now)]
+
     def _state(self, key: str, algorithm: str) -> Any:
         kept = self.states.get(key)
         if kept is None:
