@@ -219,16 +219,23 @@ class _Core:
         return decision.leases
 
     def renewed_locally(self, decision: Decision) -> bool:
-        """renew() of a decision made in process: its leases are the process's."""
+        """Renews in process: a decision made there holds the process's leases."""
         assert self.local is not None
         now_us = time.time_ns() // 1000
         replies = [self.local.renew(held.key, cast(int, held.lease_id), micros(held.spec.parameter_text), now_us) for held in decision.leases]
         return all(reply[0] == 1 for reply in replies)
 
-    def renew_may_call(self) -> None:
-        """No wait for a Redis that is down: renew() raises at once."""
+    def renewed_without_redis(self, decision: Decision) -> Optional[bool]:
+        """renew()'s answer when it needs no Redis call: False without a
+        lease, in process for a decision made there; RateLimiterUnavailable
+        at once while Redis is down. None: ask Redis."""
+        if not decision.leases:
+            return False
+        if decision.local:
+            return self.renewed_locally(decision)
         if self.down():
             raise RateLimiterUnavailable(str(self.still_down()))
+        return None
 
     def renew_failed(self, error: transport.Unavailable) -> RateLimiterUnavailable:
         """Redis could not renew: what renew() raises (the work can stop)."""
@@ -430,11 +437,9 @@ class RateLimiter:
         been released, or the decision holds none. Raises
         RateLimiterUnavailable when Redis cannot answer, so the work can
         stop; an error reply as it came."""
-        if not decision.leases:
-            return False
-        if decision.local:
-            return self.core.renewed_locally(decision)
-        self.core.renew_may_call()
+        answered = self.core.renewed_without_redis(decision)
+        if answered is not None:
+            return answered
         try:
             return all([int(self._call(renew_args(held))[0]) == 1 for held in decision.leases])
         except transport.Unavailable as error:
@@ -574,11 +579,9 @@ class AsyncRateLimiter:
 
     async def renew(self, decision: Decision) -> bool:
         """As RateLimiter.renew."""
-        if not decision.leases:
-            return False
-        if decision.local:
-            return self.core.renewed_locally(decision)
-        self.core.renew_may_call()
+        answered = self.core.renewed_without_redis(decision)
+        if answered is not None:
+            return answered
         try:
             return all([int((await self._call(renew_args(held)))[0]) == 1 for held in decision.leases])
         except transport.Unavailable as error:
