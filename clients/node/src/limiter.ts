@@ -185,7 +185,7 @@ class Link {
 
   /** Whether a request may call Redis now (taking the probe when one is due). */
   mayCall(): boolean {
-    if (this.retryAt === 0) return true;
+    if (!this.down) return true;
     if (this.probing || performance.now() < this.retryAt) return false;
     this.probing = true;
     return true;

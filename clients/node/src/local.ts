@@ -251,29 +251,30 @@ export class LocalLimiter {
 
   /** RL.RELEASE: `[released, held, reset_after_ms]`; releasing the last lease forgets the key. */
   release(key: string, leaseId: number, nowUs: bigint): [number, number, number] {
-    const leases = (this.state(key, 'concurrency') as Leases | undefined) ?? FRESH;
-    const now = max(nowUs, leases.last);
-    const held = heldAt(leases, now);
-    const id = BigInt(leaseId);
-    const lease = liveAt(leases, now).find((l) => l.id === id);
-    if (!lease) return [0, Number(held), Number(leasesReset(leases, now))];
-    const reset = leasesReset(leases, now, id);
-    const kept = after(leases, now);
-    this.store(key, 'concurrency', { fields: [1n, held - lease.n, 0n, 0n, reset], store: { ...kept, held: kept.held.filter((l) => l.id !== id) } });
-    return [1, Number(held - lease.n), Number(reset)];
+    return this.changeLease(key, leaseId, nowUs, (held, lease) => held.filter((l) => l.id !== lease.id));
   }
 
   /** RL.RENEW: `[renewed, held, reset_after_ms]`; a held lease runs out `leaseUs` from now instead. */
   renew(key: string, leaseId: number, leaseUs: bigint, nowUs: bigint): [number, number, number] {
+    return this.changeLease(key, leaseId, nowUs, (held, lease, now) => held.map((l) => (l.id === lease.id ? { ...l, expires: now + leaseUs } : l)));
+  }
+
+  /**
+   * A change to lease `leaseId` while it is held (`change` gives the leases
+   * after it); nothing changes when it is not. `[1 or 0, held, reset_after_ms]`
+   * after the call, as RL.RELEASE and RL.RENEW reply.
+   */
+  private changeLease(key: string, leaseId: number, nowUs: bigint, change: (held: Lease[], lease: Lease, now: bigint) => Lease[]): [number, number, number] {
     const leases = (this.state(key, 'concurrency') as Leases | undefined) ?? FRESH;
     const now = max(nowUs, leases.last);
-    const held = heldAt(leases, now);
     const id = BigInt(leaseId);
-    if (!liveAt(leases, now).some((l) => l.id === id)) return [0, Number(held), Number(leasesReset(leases, now))];
-    const expires = now + leaseUs;
-    const reset = max(leasesReset(leases, now, id), msBetween(now, expires));
+    const lease = liveAt(leases, now).find((l) => l.id === id);
+    if (!lease) return [0, Number(heldAt(leases, now)), Number(leasesReset(leases, now))];
     const kept = after(leases, now);
-    this.store(key, 'concurrency', { fields: [1n, held, 0n, 0n, reset], store: { ...kept, held: kept.held.map((l) => (l.id === id ? { ...l, expires } : l)) } });
+    const changed = { ...kept, held: change(kept.held, lease, now) };
+    const held = heldAt(changed, now);
+    const reset = leasesReset(changed, now);
+    this.store(key, 'concurrency', { fields: [1n, held, 0n, 0n, reset], store: changed });
     return [1, Number(held), Number(reset)];
   }
 
