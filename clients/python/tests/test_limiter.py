@@ -167,6 +167,36 @@ def test_all_five_algorithms_through_the_asyncio_client(server: Server, r: redis
     assert sorted(r.keys()) == [f"ratelimit:{{bob}}:{name}" for name in ("fw", "lb", "sl", "sw", "tb")]
 
 
+def test_keys_are_the_bytes_the_client_itself_sends(server: Server, r: redis.Redis, mode: str) -> None:
+    """A limiter's key is found by the app's client under its string: the
+    client's encoding (redis-py's asyncio client encodes with it; the sync
+    one with hiredis sends UTF-8 whatever it is), packed by hiredis only
+    where that gives the same bytes."""
+    limit = Limit("fixedwindow", 5, window=1000, name="fw")
+    found = []
+
+    async def asyncio_checks() -> None:
+        for encoding in ("utf-8", "latin-1"):
+            client = redis.asyncio.Redis(port=server.port, encoding=encoding)
+            partition = f"caf\u00e9-asyncio-{encoding}"
+            await AsyncRateLimiter(client, limit, key=lambda request: partition).check()
+            found.append(await client.exists(f"ratelimit:{{{partition}}}:fw"))
+            await client.aclose()
+
+    for encoding in ("utf-8", "latin-1"):
+        client = redis.Redis(port=server.port, encoding=encoding)
+        partition = f"caf\u00e9-sync-{encoding}"
+        RateLimiter(client, limit, key=lambda request: partition).check()
+        found.append(client.exists(f"ratelimit:{{{partition}}}:fw"))
+    asyncio.run(asyncio_checks())
+    assert found == [1, 1, 1, 1]
+    raw = redis.Redis(port=server.port)
+    assert len(raw.keys()) == 4
+    # The asyncio latin-1 client's key is latin-1, not UTF-8.
+    assert raw.exists("ratelimit:{caf\u00e9-asyncio-latin-1}:fw".encode("latin-1")) == 1
+    raw.close()
+
+
 def test_module_errors_are_server_errors_not_passes(r: redis.Redis) -> None:
     r.set("ratelimit:{carol}:tokenbucket:3:1", "a string")
     limiter = RateLimiter(r, Limit("tokenbucket", 3, rate=1), key=lambda request: "carol")

@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from . import transport
 from .commands import Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, renew_args, result, taken_back
+from .deadlines import Deadlines
 from .decision import Decision, LimitResult
 from .denials import DenialCache
 from .local import LocalLimiter, micros
@@ -474,6 +475,7 @@ class AsyncRateLimiter:
         self.redis = transport.check_async_client(redis)
         self.core = _Core(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, on_decision, allow_async=True)
         self._probes: set[asyncio.Future[None]] = set()
+        self._deadlines = Deadlines(self.core.timeout)
 
     def with_limits(self, *limits: Limit) -> AsyncRateLimiter:
         """This limiter with more limits (a route's), checked in the same call."""
@@ -492,7 +494,7 @@ class AsyncRateLimiter:
         return out
 
     async def _call(self, args: list[str]) -> Any:
-        return await transport.call_async(self.redis, args, self.core.timeout, self.core.mode)
+        return await transport.call_async(self.redis, args, self._deadlines, self.core.mode)
 
     def _probe(self, charge: Charge) -> None:
         """As RateLimiter's, in a task of its own."""
