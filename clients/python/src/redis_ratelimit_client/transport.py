@@ -22,7 +22,7 @@ import asyncio
 import inspect
 import threading
 import weakref
-from typing import Any, Awaitable, Optional, Union, cast
+from typing import Any, Optional, Union, cast
 
 import hiredis
 import redis
