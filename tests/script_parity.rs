@@ -1019,33 +1019,46 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
 /// A call in raw bytes (arguments that are not UTF-8 included), on the
 /// module, or as a script call when `form` is given.
 fn raw_call(con: &mut redis::Connection, form: Option<&Form>, call: &[&[u8]]) -> Value {
-    let mut cmd;
-    match form {
-        None => {
-            cmd = redis::cmd(std::str::from_utf8(call[0]).unwrap());
-            cmd.arg(&call[1..]);
-        }
-        Some(form) => {
-            let multi = call[0].eq_ignore_ascii_case(b"RL.MULTI");
-            let count = if multi {
-                std::str::from_utf8(call.get(1).copied().unwrap_or(b"0")).unwrap().parse().unwrap()
-            } else {
-                usize::from(call.len() > 1)
-            };
-            let (keys, rest) = if multi {
-                call[2..].split_at(count.min(call.len() - 2))
-            } else {
-                call[1..].split_at(count)
-            };
-            cmd = redis::cmd(form.command);
-            cmd.arg(&form.target).arg(keys.len()).arg(keys).arg(call[0]).arg(rest);
-        }
-    }
-    cmd.query::<Value>(con).unwrap_or_else(|e| {
+    raw_cmd(form, call).query::<Value>(con).unwrap_or_else(|e| {
         Value::ServerError(
             redis::ServerError::try_from(e).unwrap_or_else(|e| panic!("not a server error: {e}")),
         )
     })
+}
+
+/// The command `raw_call` sends.
+fn raw_cmd(form: Option<&Form>, call: &[&[u8]]) -> redis::Cmd {
+    let Some(form) = form else {
+        let mut cmd = redis::cmd(std::str::from_utf8(call[0]).unwrap());
+        cmd.arg(&call[1..]);
+        return cmd;
+    };
+    let multi = call[0].eq_ignore_ascii_case(b"RL.MULTI");
+    let count = if multi {
+        std::str::from_utf8(call.get(1).copied().unwrap_or(b"0")).unwrap().parse().unwrap()
+    } else {
+        usize::from(call.len() > 1)
+    };
+    let (keys, rest) = if multi {
+        call[2..].split_at(count.min(call.len() - 2))
+    } else {
+        call[1..].split_at(count)
+    };
+    let mut cmd = redis::cmd(form.command);
+    cmd.arg(&form.target).arg(keys.len()).arg(keys).arg(call[0]).arg(rest);
+    cmd
+}
+
+/// Calls in one MULTI/EXEC (the server's clock stands still for its keys'
+/// expiry), each reply as `raw_call` gives it.
+fn raw_session(con: &mut redis::Connection, form: Option<&Form>, calls: &[&[&str]]) -> Vec<Value> {
+    let mut pipe = redis::pipe();
+    pipe.atomic().ignore_errors();
+    for call in calls {
+        let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        pipe.add_command(raw_cmd(form, &parts));
+    }
+    pipe.query(con).expect("the session")
 }
 
 /// Each key's DUMP and PEXPIRETIME.
@@ -1760,14 +1773,14 @@ fn concurrency_at_the_ends_of_its_ranges_agrees_exactly() {
         ),
         (&["RL.RELEASE", "short", "1", "1000.001"], "[1, 0, 0]"),
     ];
-    for (call, expected) in session {
-        let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
-        assert_eq!(show(&raw_call(module, None, &parts)), *expected, "module: {call:?}");
-        assert_eq!(
-            show(&raw_call(script, Some(&modes.form), &parts)),
-            *expected,
-            "script: {call:?}"
-        );
+    // In one transaction on each server: keys that expire 1 ms after a
+    // call (the shortest lease) are still there for the next one.
+    let calls: Vec<&[&str]> = session.iter().map(|(call, _)| *call).collect();
+    let module_replies = raw_session(module, None, &calls);
+    let script_replies = raw_session(script, Some(&modes.form), &calls);
+    for (((call, expected), m), s) in session.iter().zip(&module_replies).zip(&script_replies) {
+        assert_eq!(show(m), *expected, "module: {call:?}");
+        assert_eq!(show(s), *expected, "script: {call:?}");
     }
     let state: Option<String> = redis::cmd("GET").arg("spent").query(script).unwrap();
     assert_eq!(state.as_deref(), Some("rl1:cc:1010000000:3:1:1020000000:1,2:1020000000:1"));
