@@ -73,15 +73,11 @@ local function part(name)
     return p
 end
 
--- Shared helpers ------------------------------------------------------------
--- Errors, numbers, arguments, stored fields, the server's clock.
+-- Errors -------------------------------------------------------------------
+-- Worded as the module's (src/error.rs); built when a call fails.
 
-local function base(part)
-    local find, sub, byte, format = string.find, string.sub, string.byte, string.format
-    local fmod, floor, tonumber = math.fmod, math.floor, tonumber
-
-    -- Errors, worded as the module's (src/error.rs).
-    local E = {
+local function errors()
+    return {
         capacity = 'ERR capacity must be an integer from 1 to 9007199254740991',
         rate = 'ERR rate must be a decimal number of units per second from 0.000001 to 1000000000000',
         fill = 'ERR capacity / rate must be at most 1000000000000 seconds (the time to refill or drain the whole bucket)',
@@ -106,12 +102,21 @@ local function base(part)
         corrupt = 'ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; '
             .. 'it is left unchanged',
     }
+end
 
-    -- A failure: unwound with error() and turned into an error reply by the
-    -- call (the commands part).
+-- Shared helpers ------------------------------------------------------------
+-- Errors, numbers, arguments, stored fields, the server's clock.
+
+local function base(part)
+    local find, sub, byte, format = string.find, string.sub, string.byte, string.format
+    local fmod, floor, tonumber = math.fmod, math.floor, tonumber
+
+
+    -- A failure: the module's error `name` (or a message of its own),
+    -- unwound with error() and turned into an error reply by the call.
     local Failure = {}
-    local function fail(message)
-        error(setmetatable({ message = message }, Failure), 0)
+    local function fail(name)
+        error(setmetatable({ message = part('errors')[name] or name }, Failure), 0)
     end
 
     -- Numbers ---------------------------------------------------------------
@@ -340,7 +345,7 @@ local function base(part)
         end
         local us = micros(s)
         if not us or not within(us, MAX_TIME_US) then
-            fail(E.now)
+            fail('now')
         end
         return us
     end
@@ -356,11 +361,11 @@ local function base(part)
             return nil
         elseif value.err then -- another type (a string's .err is nil)
             if redis.call('TYPE', key).ok == 'ratelimit' then
-                fail(E.module_key)
+                fail('module_key')
             end
-            fail(E.wrongtype)
+            fail('wrongtype')
         elseif find(value, prefix, 1, true) ~= 1 then
-            fail(E.wrongtype)
+            fail('wrongtype')
         end
         return value
     end
@@ -380,11 +385,11 @@ local function base(part)
     local function stored_count(s, low)
         local n = s and #s or 17
         if n > 16 or (n > 1 and byte(s) == 48) or (n == 16 and s > '9007199254740991') then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         n = tonumber(s)
         if n < low then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         return n
     end
@@ -392,7 +397,7 @@ local function base(part)
     -- A stored time or span: digits with no leading zero.
     local function stored_span(s)
         if not s or (byte(s) == 48 and #s > 1) then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         return note(decimal(s))
     end
@@ -404,7 +409,7 @@ local function base(part)
             return tonumber(s) -- below 2^52, the usual case, at once
         end
         local t = stored_span(s)
-        return within(t, MAX_TIME_US) and t or fail(E.corrupt)
+        return within(t, MAX_TIME_US) and t or fail('corrupt')
     end
 
     return {
@@ -419,7 +424,6 @@ local function base(part)
         write = write,
         stored_count = stored_count,
         stored_time = stored_time,
-        E = E,
         Failure = Failure,
         fail = fail,
         note = note,
@@ -646,17 +650,17 @@ local function token_bucket(part)
     local mode = B.mode
     local find, sub, byte, format = string.find, string.sub, string.byte, string.format
     local fmod, tonumber = math.fmod, tonumber
-    local E, fail, minus, lt, muldiv = B.E, B.fail, B.minus, B.lt, B.muldiv
+    local fail, minus, lt, muldiv = B.fail, B.minus, B.lt, B.muldiv
     local PICO = 1000000000000
 
     -- capacity, and rate in pico-units per microsecond.
     local function parse(a, b)
-        local capacity = B.size(a, E.capacity)
-        local rate = B.span(b, 1, E.rate)
+        local capacity = B.size(a, 'capacity')
+        local rate = B.span(b, 1, 'rate')
         -- capacity / rate at most 10^12 s: rate >= capacity / 10^6.
         local r = fmod(capacity, 1000000)
         if lt(rate, (capacity - r) / 1000000 + (r > 0 and 1 or 0)) then
-            fail(E.fill)
+            fail('fill')
         end
         return capacity, rate
     end
@@ -668,12 +672,12 @@ local function token_bucket(part)
         local _, _, colon = find(value, '^[0-9]+():[0-9]+$', 8)
         local length = colon and colon - 8 or 29
         if length > 28 or (byte(value, 8) == 48 and length > 1) then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         local units = length > 12 and tonumber(sub(value, 8, colon - 13)) or 0
         local pico = tonumber(sub(value, length > 12 and colon - 12 or 8, colon - 1))
         if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         return units, pico, B.stored_time(sub(value, colon + 1))
     end
@@ -790,7 +794,7 @@ end
 
 local function leaky_bucket(part)
     local B, T = part('base'), part('tb')
-    local E, fail, lt, ms_for = B.E, B.fail, B.lt, T.ms_for
+    local fail, lt, ms_for = B.fail, B.lt, T.ms_for
     local PICO = 1000000000000
 
     -- The level at `now` (never before the last update), drained since;
@@ -801,7 +805,7 @@ local function leaky_bucket(part)
         end
         local units, pico, last = T.decode(value)
         if units == 0 and pico == 0 then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         if lt(now, last) then
             now = last
@@ -876,7 +880,7 @@ local function fixed_window(part)
 
     -- The limit and the window.
     local function parse(a, b)
-        return B.size(a, B.E.limit), B.span(b, 1000, B.E.window)
+        return B.size(a, 'limit'), B.span(b, 1000, 'window')
     end
 
     -- The time (never before the last update) and the units counted in
@@ -968,7 +972,7 @@ local function sliding_window(part)
         last = B.stored_time(last)
         previous, current = B.stored_count(previous, 0), B.stored_count(current, 0)
         if previous + current == 0 then
-            B.fail(B.E.corrupt)
+            B.fail('corrupt')
         end
         if lt(now, last) then
             now = last
@@ -1094,20 +1098,20 @@ local function sliding_log(part)
         while true do
             local _, stop, step, count = find(value, '^([0-9]+):([0-9]+)', position)
             if not stop then
-                B.fail(B.E.corrupt)
+                B.fail('corrupt')
             end
             at = add(at, B.stored_span(step))
             count = B.stored_count(count, 1)
             total = total + count
             if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
-                B.fail(B.E.corrupt)
+                B.fail('corrupt')
             end
             runs = runs + 1
             times[runs], counts[runs], ends[runs] = at, count, stop
             if stop == length then
                 return times, counts, ends, runs, total
             elseif byte(value, stop + 1) ~= 44 then -- ','
-                B.fail(B.E.corrupt)
+                B.fail('corrupt')
             end
             position = stop + 2
         end
@@ -1226,11 +1230,11 @@ local function concurrency(part)
     local find, sub, byte, format, concat, sort = string.find, string.sub, string.byte, string.format, table.concat, table.sort
     local ipairs = ipairs
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
-    local E, fail = B.E, B.fail
+    local fail = B.fail
 
     -- The limit and the lease.
     local function parse(a, b)
-        return B.size(a, E.limit), B.span(b, 1000, E.lease)
+        return B.size(a, 'limit'), B.span(b, 1000, 'lease')
     end
 
     -- Only what a command could have stored: at least one lease, each live
@@ -1241,7 +1245,7 @@ local function concurrency(part)
     local function decode(value)
         local _, stop, last, next_id = find(value, '^([0-9]+):([0-9]+):', 8)
         if not stop then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         last = B.stored_time(last)
         next_id = next_id == '9007199254740992' and next_id + 0 or B.stored_count(next_id, 1)
@@ -1253,13 +1257,13 @@ local function concurrency(part)
             local id, ends_at, n
             _, stop, id, ends_at, n = find(value, '^([0-9]+):([0-9]+):([0-9]+)', position)
             if not stop then
-                fail(E.corrupt)
+                fail('corrupt')
             end
             id, ends_at, n = B.stored_count(id, 1), B.stored_span(ends_at), B.stored_count(n, 1)
             total = total + n
             if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
                 or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
-                fail(E.corrupt)
+                fail('corrupt')
             end
             count = count + 1
             ids[count], ends[count], slots[count], stops[count] = id, ends_at, n, stop
@@ -1267,12 +1271,12 @@ local function concurrency(part)
             if stop == length then
                 break
             elseif byte(value, stop + 1) ~= 44 then -- ','
-                fail(E.corrupt)
+                fail('corrupt')
             end
             position = stop + 2
         end
         if next_id <= previous then
-            fail(E.corrupt)
+            fail('corrupt')
         end
         L.count = count
         return L
@@ -1441,7 +1445,7 @@ local function commands(part, lasting)
     local mode = B.mode
     local upper, type, tostring = string.upper, type, tostring
     local pcall, error, getmetatable = pcall, error, getmetatable
-    local E, fail = B.E, B.fail
+    local fail = B.fail
 
     local function arity(command)
         return 'ERR wrong number of arguments for \'' .. command .. '\' command'
@@ -1453,7 +1457,7 @@ local function commands(part, lasting)
     -- be returned exactly.
     local function check(retry, reset, sixth)
         if mode.wide and (type(retry) ~= 'number' or type(reset) ~= 'number' or (sixth and type(sixth) ~= 'number')) then
-            fail(E.reply_range)
+            fail('reply_range')
         end
     end
 
@@ -1462,23 +1466,29 @@ local function commands(part, lasting)
         return { allowed, remaining, size, retry, reset, sixth }
     end
 
-    -- RL.TOKENBUCKET, RL.LEAKYBUCKET, RL.FIXEDWINDOW, RL.SLIDINGWINDOW,
-    -- RL.SLIDINGLOG and RL.ACQUIRE: key a b now [n].
-    local TAKES = {
+    -- The commands by name: the part of the algorithm that RL.TOKENBUCKET,
+    -- RL.LEAKYBUCKET, RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and
+    -- RL.ACQUIRE take from (key a b now [n]); `more` for the others.
+    local COMMANDS = {
         ['RL.TOKENBUCKET'] = 'tb',
         ['RL.LEAKYBUCKET'] = 'lb',
         ['RL.FIXEDWINDOW'] = 'fw',
         ['RL.SLIDINGWINDOW'] = 'sw',
         ['RL.SLIDINGLOG'] = 'sl',
         ['RL.ACQUIRE'] = 'cc',
+        ['RL.PEEK'] = 'more',
+        ['RL.REFUND'] = 'more',
+        ['RL.MULTI'] = 'more',
+        ['RL.RELEASE'] = 'more',
+        ['RL.RENEW'] = 'more',
     }
 
     -- A limit's `a` and `b` as the algorithm `A` parses them. They repeat
     -- from call to call: a function library keeps the parse of up to 1000
     -- pairs an algorithm (past that it starts again), unless wide.
-    local kept, pairs_kept = {}, {}
+    local kept, pairs_kept
     local function limit(A, a, b)
-        local memo = kept[A]
+        local memo = kept and kept[A]
         local hit = memo and memo[a]
         hit = hit and hit[b]
         if hit then
@@ -1486,6 +1496,7 @@ local function commands(part, lasting)
         end
         local size, per = A.parse(a, b)
         if lasting and not mode.wide then
+            kept, pairs_kept = kept or {}, pairs_kept or {}
             if not memo or pairs_kept[A] >= 1000 then
                 memo = {}
                 kept[A], pairs_kept[A] = memo, 0
@@ -1500,13 +1511,13 @@ local function commands(part, lasting)
         if #keys ~= 1 or #argv < 4 then
             fail(arity(name))
         end
-        local A = part(TAKES[name])
+        local A = part(COMMANDS[name])
         local size, per = limit(A, argv[2], argv[3])
         local now = B.now(argv[4])
         if #argv > 5 then
             fail(arity(name))
         end
-        local n = argv[5] == nil and 1 or B.count(argv[5]) or fail(E.count)
+        local n = argv[5] == nil and 1 or B.count(argv[5]) or fail('count')
         local key = keys[1]
         local allowed, remaining, retry, reset, sixth, new = A.take(B.read(key, A.prefix), now, size, per, n)
         local reply = fields(size, allowed, remaining, retry, reset, sixth)
@@ -1516,16 +1527,16 @@ local function commands(part, lasting)
         return reply
     end
 
-    local MORE = { ['RL.PEEK'] = true, ['RL.REFUND'] = true, ['RL.MULTI'] = true, ['RL.RELEASE'] = true, ['RL.RENEW'] = true }
-
     -- A call: the command's reply, or its error as an error reply.
     local function call(keys, argv)
         B.begin()
         local name = argv[1] or ''
-        if not TAKES[name] and not MORE[name] then
+        local code = COMMANDS[name]
+        if not code then
             name = upper(name)
+            code = COMMANDS[name]
         end
-        local command = TAKES[name] and take or MORE[name] and part('more')[name]
+        local command = code == 'more' and part('more')[name] or code and take
         if not command then
             return redis.error_reply('ERR unknown command \'' .. tostring(argv[1]) .. '\' for redis-ratelimit script mode')
         end
@@ -1552,7 +1563,7 @@ end
 local function more_commands(part)
     local B, K = part('base'), part('commands')
     local upper = string.upper
-    local E, fail, arity, check, fields = B.E, B.fail, K.arity, K.check, K.fields
+    local fail, arity, check, fields = B.fail, K.arity, K.check, K.fields
     local M = {}
 
     local ALGORITHMS = {
@@ -1566,12 +1577,12 @@ local function more_commands(part)
 
     -- A limit named in the call: its algorithm's part, size and per.
     local function limit(name, a, b)
-        local A = part(ALGORITHMS[name] or ALGORITHMS[upper(name)] or fail(E.algorithm))
+        local A = part(ALGORITHMS[name] or ALGORITHMS[upper(name)] or fail('algorithm'))
         return A, K.limit(A, a, b)
     end
 
     local function count(s)
-        return s == nil and 1 or B.count(s) or fail(E.count)
+        return s == nil and 1 or B.count(s) or fail('count')
     end
 
     -- RL.PEEK key ALGORITHM a b now [n]: a take that changes nothing.
@@ -1597,7 +1608,7 @@ local function more_commands(part)
         local now = B.now(argv[5])
         local n = count(argv[6])
         if not A.refund then
-            fail(E.refund_concurrency) -- a slot comes back by its lease's id
+            fail('refund_concurrency') -- a slot comes back by its lease's id
         end
         local key = keys[1]
         local allowed, remaining, retry, reset, sixth, new = A.refund(B.read(key, A.prefix), now, size, per, n)
@@ -1642,7 +1653,7 @@ local function more_commands(part)
         end
         -- At most 1000 keys, as the module: a call runs alone on the server.
         if k == 0 or k > 1000 then
-            fail(E.numkeys)
+            fail('numkeys')
         end
         if #argv ~= 2 + 4 * k then
             fail(arity('RL.MULTI'))
@@ -1654,7 +1665,7 @@ local function more_commands(part)
         end
         local now = B.now(argv[2])
         if repeated(keys, k) then
-            fail(E.repeated)
+            fail('repeated')
         end
         for i = 1, k do
             values[i] = B.read(keys[i], limits[i].prefix)
@@ -1693,7 +1704,7 @@ local function more_commands(part)
     -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
     -- [released or renewed, held, reset_after_ms].
     local function lease_id(s)
-        return B.count(s) or fail(E.lease_id)
+        return B.count(s) or fail('lease_id')
     end
 
     local function changed(key, done, held, reset, new)
@@ -1715,7 +1726,7 @@ local function more_commands(part)
         if #keys ~= 1 or #argv ~= 4 then
             fail(arity('RL.RENEW'))
         end
-        local id, lease = lease_id(argv[2]), B.span(argv[3], 1000, E.lease)
+        local id, lease = lease_id(argv[2]), B.span(argv[3], 1000, 'lease')
         local now = B.now(argv[4])
         return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
     end
@@ -1730,6 +1741,7 @@ end
 -- the call is answered at once, building only the parts it uses.
 
 PARTS = {
+    errors = errors,
     base = base,
     wide = wide,
     tb = token_bucket,
