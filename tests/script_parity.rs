@@ -1630,6 +1630,8 @@ fn a_cluster_without_the_module_agrees_with_the_module(load: Load) {
 
 /// The session of the README's "Any Redis (no module)", line by line, on
 /// a server without the module: each `> command` gives the line after it.
+/// Its FUNCTION LOAD and SCRIPT LOAD load the file as the clients do;
+/// `ratelimit_<v>` and `<sha1>` stand for what they return.
 #[test]
 fn the_readme_session_runs_as_shown() {
     let readme = include_str!("../README.md");
@@ -1637,7 +1639,7 @@ fn the_readme_session_runs_as_shown() {
     let block = section.split("```").nth(1).expect("its session");
     let server = start_without_module(&[]);
     let con = &mut server.connect();
-    let mut sha = String::new();
+    let (mut sha, mut library) = (String::new(), String::new());
     let mut lines = block.lines().filter(|line| !line.trim().is_empty());
     let mut ran = 0;
     while let Some(line) = lines.next() {
@@ -1646,9 +1648,14 @@ fn the_readme_session_runs_as_shown() {
         let reply = if command.starts_with("SCRIPT LOAD") {
             sha = evalsha(con).target;
             "\"<sha1>\"".to_string()
+        } else if command.starts_with("FUNCTION LOAD") {
+            library = fcall(con).target;
+            "\"ratelimit_<v>\"".to_string()
         } else {
-            let args: Vec<String> =
-                command.split_whitespace().map(|a| a.replace("<sha1>", &sha)).collect();
+            let args: Vec<String> = command
+                .split_whitespace()
+                .map(|a| a.replace("<sha1>", &sha).replace("ratelimit_<v>", &library))
+                .collect();
             let mut cmd = redis::cmd(&args[0]);
             cmd.arg(&args[1..]);
             match cmd.query::<Value>(con) {
@@ -1661,7 +1668,7 @@ fn the_readme_session_runs_as_shown() {
         assert_eq!(reply, expected, "{command}");
         ran += 1;
     }
-    assert_eq!(ran, 9);
+    assert_eq!(ran, 10);
 }
 
 /// The one corner where script mode is narrower: a leaky bucket whose
