@@ -58,4 +58,3 @@ func limitOf(t testing.TB, d *ratelimit.Decision, name string) ratelimit.LimitDe
 	}
 	return l
 }
-

@@ -84,7 +84,9 @@ func TestPerRequestLimitAndCost(t *testing.T) {
 	l := newLimiter(t, server, ratelimit.Options[string]{Limits: one(ratelimit.Limit[string]{
 		Algorithm: ratelimit.FixedWindow, Window: 3600,
 		LimitFunc: func(_ context.Context, req string) (int64, error) { return plans[strings.Split(req, ":")[0]], nil },
-		CostFunc:  func(_ context.Context, req string) (int64, error) { return int64(len(strings.Split(req, ":")) - 1), nil },
+		CostFunc: func(_ context.Context, req string) (int64, error) {
+			return int64(len(strings.Split(req, ":")) - 1), nil
+		},
 	})})
 	d := check(t, l, "pro:a:b")
 	if !d.Allowed || d.Limits[0].Limit != 30 || d.Limits[0].Remaining != 28 || d.Limits[0].Cost != 2 || d.Limits[0].Key != "ratelimit:{pro:a:b}:fixedwindow:30:3600" {

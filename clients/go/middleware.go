@@ -153,4 +153,3 @@ func (w *statusWriter) code() int {
 	}
 	return w.status
 }
-

@@ -14,10 +14,12 @@ import (
 // nowhere is a Client New accepts; the option tests never call it.
 type nowhere struct{}
 
-func (nowhere) Do(context.Context, string, ...string) (any, error) { return nil, errors.New("not called") }
-func (nowhere) Node(string) (string, uint64)                       { return "", 0 }
-func (nowhere) Cluster() bool                                      { return false }
-func (nowhere) Close() error                                       { return nil }
+func (nowhere) Do(context.Context, string, ...string) (any, error) {
+	return nil, errors.New("not called")
+}
+func (nowhere) Node(string) (string, uint64) { return "", 0 }
+func (nowhere) Cluster() bool                { return false }
+func (nowhere) Close() error                 { return nil }
 
 func one(l ratelimit.Limit[string]) []ratelimit.Limit[string] { return []ratelimit.Limit[string]{l} }
 
