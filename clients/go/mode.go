@@ -92,6 +92,8 @@ func (m *modes) routeOf(ctx context.Context, key, node string, generation uint64
 			r = viaModule
 		}
 	}
+	// A connection opened for the decision itself is not a reconnect.
+	_, generation = m.client.Node(key)
 	m.set(node, generation, r)
 	return r, nil
 }
