@@ -63,7 +63,8 @@ func dividedRate(rate string, instances int64) string {
 	whole, fraction, _ := strings.Cut(rate, ".")
 	micros, _ := strconv.ParseInt(whole+(fraction + "000000")[:6], 10, 64)
 	micros = max(1, micros/instances)
-	return decimal(float64(micros) / 1e6)
+	text := strings.TrimRight(fmt.Sprintf("%d.%06d", micros/1e6, micros%1e6), "0")
+	return strings.TrimSuffix(text, ".")
 }
 
 func (c *core) releaseLocally(d *Decision, held []int) {
