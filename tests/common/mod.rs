@@ -149,6 +149,18 @@ impl Drop for Server {
     }
 }
 
+/// A script-mode source (the text of lua/ratelimit.lua) as the Redis
+/// Function library the clients load with FUNCTION LOAD: a line naming the
+/// library, one naming its function, then the source unchanged. Both are
+/// `ratelimit_<v>`, <v> the first 12 hex digits of the source's SHA1 (its
+/// EVALSHA sha). Returns that name and the library's text.
+pub fn function_library(source: &str) -> (String, String) {
+    let digest = sha1_smol::Sha1::from(source).digest().to_string();
+    let name = format!("ratelimit_{}", &digest[..12]);
+    let text = format!("#!lua name={name}\nlocal RATELIMIT_FUNCTION = '{name}'\n{source}");
+    (name, text)
+}
+
 /// Runs a command and returns its integer-array reply.
 pub fn ints(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
     let mut cmd = redis::cmd(args[0]);
