@@ -28,12 +28,14 @@ var luaSHA = func() string {
 	return hex.EncodeToString(sum[:])
 }()
 
-// functionName is the library's and its one function's name: its version is in it,
-// so two versions of an app (a rolling deploy) each call their own.
-var functionName = "ratelimit_" + luaSHA[:12]
+// LibraryName is the Redis Function library's name, ratelimit_<v>, and its
+// one function's: <v> is the first 12 hex digits of the script's SHA1, so two
+// versions of an app (a rolling deploy) each call their own. Old versions
+// stay loaded until removed (FUNCTION DELETE ratelimit_<old v>).
+var LibraryName = "ratelimit_" + luaSHA[:12]
 
 // functionSource is what FUNCTION LOAD gets: the header, the line naming the function, the file.
-var functionSource = "#!lua name=" + functionName + "\nlocal RATELIMIT_FUNCTION = '" + functionName + "'\n" + luaSource
+var functionSource = "#!lua name=" + LibraryName + "\nlocal RATELIMIT_FUNCTION = '" + LibraryName + "'\n" + luaSource
 
 // scriptArgs is a module call's arguments for the script: numkeys key... COMMAND args...
 func scriptArgs(call []string) []string {
@@ -82,7 +84,7 @@ func explainEvalACL(err error) error {
 // fcall runs a module call as the library's function. loaded is false when
 // the node answered that the function is not there (load it, then call again).
 func fcall(ctx context.Context, client Client, key string, call []string) (reply any, err error) {
-	return client.Do(ctx, key, append([]string{"FCALL", functionName}, scriptArgs(call)...)...)
+	return client.Do(ctx, key, append([]string{"FCALL", LibraryName}, scriptArgs(call)...)...)
 }
 
 // functionMissing: FCALL of a library the node does not have.

@@ -1,6 +1,10 @@
 package ratelimit
 
 import (
+	"context"
+	"strings"
+
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/servers"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,8 +43,35 @@ func TestScriptArgs(t *testing.T) {
 
 // The function form: the header, the line naming the function, the file unchanged.
 func TestFunctionSource(t *testing.T) {
-	want := "#!lua name=" + functionName + "\nlocal RATELIMIT_FUNCTION = '" + functionName + "'\n" + luaSource
-	if functionSource != want || len(functionName) != len("ratelimit_")+12 || functionName[10:] != luaSHA[:12] {
-		t.Fatalf("function %s", functionName)
+	want := "#!lua name=" + LibraryName + "\nlocal RATELIMIT_FUNCTION = '" + LibraryName + "'\n" + luaSource
+	if functionSource != want || len(LibraryName) != len("ratelimit_")+12 || LibraryName[10:] != luaSHA[:12] {
+		t.Fatalf("function %s", LibraryName)
+	}
+}
+
+// rawClient sends commands on a connection per call (servers.Server.Try); enough for one command's test.
+type rawClient struct{ s *servers.Server }
+
+func (c rawClient) Do(_ context.Context, _ string, args ...string) (any, error) {
+	reply, err := c.s.Try(args...)
+	if err != nil {
+		return nil, ReplyError(err.Error())
+	}
+	return reply, nil
+}
+func (c rawClient) Node(string) (string, uint64) { return "", 0 }
+func (c rawClient) Cluster() bool                { return false }
+func (c rawClient) Close() error                 { return nil }
+
+// Loading a library another process loaded first is success.
+func TestLoadFunctionAlreadyThere(t *testing.T) {
+	server := servers.Start(t, servers.Options{NoModule: true})
+	for i := 0; i < 2; i++ {
+		if err := loadFunction(context.Background(), rawClient{server}, "k"); err != nil {
+			t.Fatalf("load %d: %v", i, err)
+		}
+	}
+	if _, err := server.Try("FUNCTION", "LOAD", functionSource); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("the server's words changed: %v", err)
 	}
 }
