@@ -241,24 +241,26 @@ func randomCalls(d *differential, tallies map[string]*tally) {
 	taken := map[string]int64{} // the time of the last call that took units, per key
 
 	// Seed 0 starts at the epoch, seed 1 just before the last time there
-	// is (and runs into it), the others now.
+	// is (and runs into it), the others anywhere between (the seed alone
+	// says where: a run is the same every time).
 	var now int64
 	switch d.seed {
 	case 0:
 	case 1:
 		now = maxTime - 700_000_000
 	default:
-		now = time.Now().UnixMicro() + below(micro)
+		now = below(maxTime - 7_000_000_000)
 	}
 	for d.step = 0; d.step < 2000; d.step++ {
 		// Steps of a window's length too, and a microsecond either side of
 		// it, so that units leave exactly at a window's edge.
 		now += pick(0, 1, below(1000), below(300_000), below(3_000_000), pick(1000, 250_000, 500_000, 1_000_000, 2_000_000)+pick(-1, 0, 1))
 		// Now and then to the very microsecond a key's last units or lease
-		// leave, or one either side of it.
+		// leave, or one either side of it (when that is within the hour).
 		if key := keys[random.IntN(len(keys))]; below(10) == 0 && taken[key] > 0 && !isBucket(limits[key]) {
-			span, _ := micros(limits[key].Param)
-			now = max(now, taken[key]+int64(span)+pick(-1, 0, 1))
+			if span, _ := micros(limits[key].Param); span <= 3600*micro {
+				now = max(now, taken[key]+int64(span)+pick(-1, 0, 1))
+			}
 		}
 		now = min(now, maxTime)
 		// Now and then a call from the past: the module counts it as no time passed.
