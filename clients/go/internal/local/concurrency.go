@@ -40,12 +40,11 @@ func (l *leases) heldAt(nowUs uint64) uint64 {
 	return held
 }
 
-// resetAfterMs is the milliseconds from nowUs until every live lease but
-// the one with id except (0: none) has run out.
-func (l *leases) resetAfterMs(nowUs, except uint64) uint64 {
+// resetAfterMs is the milliseconds from nowUs until every live lease has run out.
+func (l *leases) resetAfterMs(nowUs uint64) uint64 {
 	var longest uint64
 	for _, x := range l.held {
-		if x.expires > nowUs && x.id != except {
+		if x.expires > nowUs {
 			longest = max(longest, msBetween(nowUs, x.expires))
 		}
 	}
@@ -80,7 +79,7 @@ func acquireDecide(stored *leases, nowUs uint64, p windowParams, n uint64) outco
 	}
 	nowUs = max(nowUs, stored.last)
 	held := stored.heldAt(nowUs)
-	reset := stored.resetAfterMs(nowUs, 0)
+	reset := stored.resetAfterMs(nowUs)
 	remaining := p.limit - min(held, p.limit)
 	if n > p.limit {
 		return never(remaining, p.limit, reset).with(0)
@@ -145,9 +144,9 @@ func changeLease(stored *leases, nowUs, id uint64, change func(after *leases, no
 	}
 	nowUs = max(nowUs, stored.last)
 	if !stored.holds(nowUs, id) {
-		return outcome{fields: []int64{0, field(stored.heldAt(nowUs)), 0, 0, field(stored.resetAfterMs(nowUs, 0))}}
+		return outcome{fields: []int64{0, field(stored.heldAt(nowUs)), 0, 0, field(stored.resetAfterMs(nowUs))}}
 	}
 	after := stored.after(nowUs)
 	change(after, nowUs)
-	return outcome{fields: []int64{1, field(after.heldAt(nowUs)), 0, 0, field(after.resetAfterMs(nowUs, 0))}, store: after}
+	return outcome{fields: []int64{1, field(after.heldAt(nowUs)), 0, 0, field(after.resetAfterMs(nowUs))}, store: after}
 }
