@@ -363,3 +363,27 @@ func (c *Cluster) allName(slot, port int) bool {
 	}
 	return true
 }
+
+// StartSentinel starts a Sentinel watching primary as "mymaster" (quorum 1).
+func StartSentinel(t testing.TB, primary *Server) *Server {
+	t.Helper()
+	s := &Server{Port: freePort(t), Binary: RedisServer(), dir: t.TempDir(), t: t}
+	config := filepath.Join(s.dir, "sentinel.conf")
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 %d 1\n", s.Port, primary.Port)
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = exec.Command(s.Binary, config, "--sentinel")
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting a sentinel: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	for i := 0; i < 400; i++ {
+		if reply, err := s.try("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"); err == nil && strings.HasSuffix(reply, strconv.Itoa(primary.Port)) {
+			return s
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("the sentinel did not start")
+	return nil
+}
