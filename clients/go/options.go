@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -202,9 +203,21 @@ var paramOf = map[Algorithm]struct {
 	Concurrency:   {"lease", "seconds a slot is held unless released", 0.001},
 }
 
-// decimal is a number as the module takes it: at most six decimals, no exponent.
+// decimal is a number as the module takes it: at most six decimals, no
+// exponent, the float's exact value rounded half up at the seventh decimal,
+// as the module rounds the text it gets (and as Node's toFixed does): 1/128
+// is 0.007813 in every client, so their keys and rates agree. (FormatFloat
+// rounds a tie to even: 0.007812.)
 func decimal(v float64) string {
-	text := strconv.FormatFloat(v, 'f', 6, 64)
+	micros := new(big.Rat).SetFloat64(v) // exact; v is finite and positive here
+	micros.Mul(micros, big.NewRat(1_000_000, 1))
+	micros.Add(micros, big.NewRat(1, 2))
+	whole := new(big.Int).Quo(micros.Num(), micros.Denom()) // floor: both positive
+	text := whole.String()
+	if len(text) < 7 {
+		text = strings.Repeat("0", 7-len(text)) + text
+	}
+	text = text[:len(text)-6] + "." + text[len(text)-6:]
 	text = strings.TrimRight(text, "0")
 	return strings.TrimSuffix(text, ".")
 }
