@@ -12,11 +12,10 @@ import (
 // (a probe: a request's own call), so limiting resumes within a second of
 // Redis coming back.
 type link struct {
-	down     atomic.Bool // read on every check without the lock
-	mu       sync.Mutex
-	retryAt  time.Time // when a probe may go
-	probing  bool
-	interval time.Duration // retryInterval unless a test shortens it
+	down    atomic.Bool // read on every check without the lock
+	mu      sync.Mutex
+	retryAt time.Time // when a probe may go
+	probing bool
 }
 
 // retryInterval: after a failure, how long requests get the policy before Redis is tried again.
@@ -54,12 +53,8 @@ func (l *link) answered() {
 // failed: Redis could not answer; the next try in a second.
 func (l *link) failed() {
 	l.mu.Lock()
-	interval := l.interval
-	if interval == 0 {
-		interval = retryInterval
-	}
 	l.down.Store(true)
-	l.probing, l.retryAt = false, time.Now().Add(interval)
+	l.probing, l.retryAt = false, time.Now().Add(retryInterval)
 	l.mu.Unlock()
 }
 

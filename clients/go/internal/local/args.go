@@ -26,7 +26,7 @@ var ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wro
 // The module's other errors, word for word (src/error.rs): a call that
 // gets one changes nothing.
 var (
-	errArity     = errors.New("ERR wrong number of arguments for 'rl.multi' command")
+	errArity     = errors.New("ERR wrong number of arguments for 'RL.MULTI' command")
 	errNumKeys   = errors.New("ERR numkeys must be an integer from 1 to 1000")
 	errRepeated  = errors.New("ERR a key may appear only once")
 	errAlgorithm = errors.New("ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY")

@@ -40,12 +40,11 @@ func (l *leases) heldAt(nowUs uint64) uint64 {
 	return held
 }
 
-// resetAfterMs is the milliseconds from nowUs until every live lease but
-// the one with id except (0: none) has run out.
-func (l *leases) resetAfterMs(nowUs, except uint64) uint64 {
+// resetAfterMs is the milliseconds from nowUs until every live lease has run out.
+func (l *leases) resetAfterMs(nowUs uint64) uint64 {
 	var longest uint64
 	for _, x := range l.held {
-		if x.expires > nowUs && x.id != except {
+		if x.expires > nowUs {
 			longest = max(longest, msBetween(nowUs, x.expires))
 		}
 	}
@@ -80,7 +79,7 @@ func acquireDecide(stored *leases, nowUs uint64, p windowParams, n uint64) outco
 	}
 	nowUs = max(nowUs, stored.last)
 	held := stored.heldAt(nowUs)
-	reset := stored.resetAfterMs(nowUs, 0)
+	reset := stored.resetAfterMs(nowUs)
 	remaining := p.limit - min(held, p.limit)
 	if n > p.limit {
 		return never(remaining, p.limit, reset).with(0)
@@ -115,50 +114,39 @@ func acquireDecide(stored *leases, nowUs uint64, p windowParams, n uint64) outco
 	return admitted(remaining-n, p.limit, max(reset, msBetween(nowUs, taken.expires)), n, store).with(id)
 }
 
-// releaseDecide is RL.RELEASE: frees lease id when it is still held at
-// now; else changes nothing (a second release is harmless). The outcome's
-// fields are [released, held, 0, 0, reset_after_ms].
+// releaseDecide is RL.RELEASE: frees lease id when it is still held at now.
 func releaseDecide(stored *leases, nowUs, id uint64) outcome {
-	if stored == nil {
-		stored = freshLeases
-	}
-	nowUs = max(nowUs, stored.last)
-	held := stored.heldAt(nowUs)
-	if !stored.holds(nowUs, id) {
-		return heldReply(false, held, stored.resetAfterMs(nowUs, 0), nil)
-	}
-	store := stored.after(nowUs)
-	store.held = slices.DeleteFunc(store.held, func(x lease) bool { return x.id == id })
-	return heldReply(true, store.heldAt(nowUs), store.resetAfterMs(nowUs, 0), store)
+	return changeLease(stored, nowUs, id, func(after *leases, _ uint64) {
+		after.held = slices.DeleteFunc(after.held, func(x lease) bool { return x.id == id })
+	})
 }
 
 // renewDecide is RL.RENEW: lease id, when still held at now, runs out
-// leaseUs from now instead (later or sooner); else nothing changes.
+// leaseUs from now instead (later or sooner).
 func renewDecide(stored *leases, nowUs, id, leaseUs uint64) outcome {
+	return changeLease(stored, nowUs, id, func(after *leases, nowUs uint64) {
+		for i := range after.held {
+			if after.held[i].id == id {
+				after.held[i].expires = nowUs + leaseUs
+			}
+		}
+	})
+}
+
+// changeLease makes a change to lease id while it is held at now (on the
+// leases then, those run out gone); else nothing changes, so a second
+// release is harmless. The outcome's fields are RL.RELEASE's and
+// RL.RENEW's answer in an outcome's places, [done, held, 0, 0,
+// reset_after_ms]: the fifth says whether the key is left fresh.
+func changeLease(stored *leases, nowUs, id uint64, change func(after *leases, nowUs uint64)) outcome {
 	if stored == nil {
 		stored = freshLeases
 	}
 	nowUs = max(nowUs, stored.last)
-	held := stored.heldAt(nowUs)
 	if !stored.holds(nowUs, id) {
-		return heldReply(false, held, stored.resetAfterMs(nowUs, 0), nil)
+		return outcome{fields: []int64{0, field(stored.heldAt(nowUs)), 0, 0, field(stored.resetAfterMs(nowUs))}}
 	}
-	store := stored.after(nowUs)
-	for i := range store.held {
-		if store.held[i].id == id {
-			store.held[i].expires = nowUs + leaseUs
-		}
-	}
-	return heldReply(true, held, store.resetAfterMs(nowUs, 0), store)
-}
-
-// heldReply is RL.RELEASE's and RL.RENEW's answer, in an outcome's
-// places: done, held, and reset_after_ms as the fifth field (which says
-// whether the key is left fresh).
-func heldReply(done bool, held, resetMs uint64, store *leases) outcome {
-	o := outcome{fields: []int64{0, field(held), 0, 0, field(resetMs)}}
-	if done {
-		o.fields[0], o.store = 1, store
-	}
-	return o
+	after := stored.after(nowUs)
+	change(after, nowUs)
+	return outcome{fields: []int64{1, field(after.heldAt(nowUs)), 0, 0, field(after.resetAfterMs(nowUs))}, store: after}
 }

