@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/textproto"
 	"strconv"
 )
 
@@ -34,8 +35,40 @@ func MergeField(current string, f Field) string {
 // SetFields sets fields on h, each merged by MergeField.
 func SetFields(h http.Header, fields []Field) {
 	for _, f := range fields {
-		h.Set(f.Name, MergeField(h.Get(f.Name), f))
+		key := canonicalKey(f.Name)
+		current := ""
+		if values := h[key]; len(values) > 0 {
+			current = values[0]
+		}
+		h[key] = []string{MergeField(current, f)}
 	}
+}
+
+// canonicalKey is name as http.Header keys it, the fields' own names made
+// once: the draft's "RateLimit" is "Ratelimit" there, and h.Set would make
+// that string anew on every request.
+func canonicalKey(name string) string {
+	switch name {
+	case "RateLimit":
+		return "Ratelimit"
+	case "RateLimit-Policy":
+		return "Ratelimit-Policy"
+	case "Retry-After":
+		return "Retry-After"
+	case "RateLimit-Limit":
+		return "Ratelimit-Limit"
+	case "RateLimit-Remaining":
+		return "Ratelimit-Remaining"
+	case "RateLimit-Reset":
+		return "Ratelimit-Reset"
+	case "X-RateLimit-Limit":
+		return "X-Ratelimit-Limit"
+	case "X-RateLimit-Remaining":
+		return "X-Ratelimit-Remaining"
+	case "X-RateLimit-Reset":
+		return "X-Ratelimit-Reset"
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
 }
 
 // NewContext is ctx carrying d, for FromContext.
