@@ -48,10 +48,12 @@ test-clients: build
 # start (redis-server with and without the module, a 3-primary cluster,
 # Valkey 9 where scripts/servers.sh installed it; WITH_SERVERS=1 installs
 # it first), with the modules go.sum pins, into GOMODCACHE (a fresh one
-# works: GOMODCACHE=$(mktemp -d) make test-go). About two minutes.
+# works: GOMODCACHE=$(mktemp -d) make test-go); go vet of make bench-go's
+# module (clients/go/bench). About two minutes.
 test-go: build
 	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then scripts/servers.sh install; fi
 	cd clients/go && go vet ./... && go test -race -count=1 ./...
+	cd clients/go/bench && go vet ./...
 
 # redis-server with the module under valgrind through a workload of every
 # command, RESTORE, DEBUG RELOAD and an AOF rewrite: no invalid access, no
