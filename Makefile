@@ -8,7 +8,7 @@ PORT ?= 6379
 # rebuild between them.
 export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
-.PHONY: all deps build test test-clients test-go memcheck run bench bench-clients bench-http instructions cluster cluster-stop example clean
+.PHONY: all deps build test test-clients test-go memcheck run bench bench-clients bench-http bench-go instructions cluster cluster-stop example clean
 
 all: build
 
@@ -48,10 +48,12 @@ test-clients: build
 # start (redis-server with and without the module, a 3-primary cluster,
 # Valkey 9 where scripts/servers.sh installed it; WITH_SERVERS=1 installs
 # it first), with the modules go.sum pins, into GOMODCACHE (a fresh one
-# works: GOMODCACHE=$(mktemp -d) make test-go). About two minutes.
+# works: GOMODCACHE=$(mktemp -d) make test-go); go vet of make bench-go's
+# module (clients/go/bench). About two minutes.
 test-go: build
 	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then scripts/servers.sh install; fi
 	cd clients/go && go vet ./... && go test -race -count=1 ./...
+	cd clients/go/bench && go vet ./...
 
 # redis-server with the module under valgrind through a workload of every
 # command, RESTORE, DEBUG RELOAD and an AOF rewrite: no invalid access, no
@@ -84,6 +86,15 @@ bench: build
 bench-http: build
 	scripts/bench-http-node.sh
 	scripts/bench-http-python.sh
+
+# The Go client's net/http middleware beside go-redis/redis_rate,
+# ulule/limiter and go-chi/httprate-redis on one Redis (module mode, and
+# script mode on a Redis without the module): requests/s, app and Redis
+# CPU a request, admitted and denied, medians of interleaved rounds; the
+# table goes into clients/go/README.md (scripts/bench-go.sh; ROUNDS,
+# SECONDS_PER_RUN, CONNECTIONS; about 2 minutes at the defaults).
+bench-go: build
+	scripts/bench-go.sh
 
 # The Python client's check() in a tight loop, sync and asyncio, beside the
 # bare RL.MULTI it sends and the `limits` package's moving and fixed window

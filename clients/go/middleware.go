@@ -57,7 +57,7 @@ func Middleware(l *Limiter[*http.Request], opts MiddlewareOptions) (func(http.Ha
 				}
 				return
 			}
-			setFields(w.Header(), v.Fields)
+			SetFields(w.Header(), v.Fields)
 			if v.Status != 0 {
 				if v.Decision != nil && opts.Handler != nil {
 					opts.Handler(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, v.Decision)), v.Decision)
@@ -81,28 +81,6 @@ func Middleware(l *Limiter[*http.Request], opts MiddlewareOptions) (func(http.Ha
 			next.ServeHTTP(w, r)
 		})
 	}, nil
-}
-
-// setFields sets the fields; RateLimit lists that an earlier limiter set
-// grow by this one's members, Retry-After keeps the longer wait.
-func setFields(h http.Header, fields []Field) {
-	for _, f := range fields {
-		current := h.Get(f.Name)
-		switch {
-		case current == "":
-			h.Set(f.Name, f.Value)
-		case f.Name == "RateLimit" || f.Name == "RateLimit-Policy":
-			h.Set(f.Name, current+", "+f.Value)
-		case f.Name == "Retry-After":
-			if was, err := strconv.Atoi(current); err == nil {
-				if now, err := strconv.Atoi(f.Value); err == nil && now > was {
-					h.Set(f.Name, f.Value)
-				}
-			}
-		default:
-			h.Set(f.Name, f.Value)
-		}
-	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
