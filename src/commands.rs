@@ -134,7 +134,7 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             for ((key, (name, call)), outcome) in
                 keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
             {
-                let target = Target { ctx, name, algorithm: call.limit.algorithm };
+                let target = Target { ctx, name, algorithm: call.limit.algorithm() };
                 commit(&target, key, outcome, server_us, stats::MULTI.event)?;
             }
         } else {
@@ -242,10 +242,10 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         };
         let limit = args::limit_spec(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(Some(n))?);
-        if limit.algorithm == Algorithm::Concurrency {
+        if limit.algorithm() == Algorithm::Concurrency {
             return Err(Error::RefundConcurrency);
         }
-        let target = Target { ctx, name, algorithm: limit.algorithm };
+        let target = Target { ctx, name, algorithm: limit.algorithm() };
         let (outcome, _) = take_or_refund(&target, &limit, Op::Refund, now, n)?;
         stats::REFUND.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);

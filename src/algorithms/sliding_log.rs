@@ -8,9 +8,9 @@
 
 use std::borrow::Cow;
 
-use super::fixed_window::{Params, ms_between};
+pub use super::WindowParams as Params;
 use super::varint::{get_varint, put_varint};
-use super::{MAX_TIME_US, MAX_UNITS, Verdict};
+use super::{MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
 
 #[derive(Debug, Clone, Default)]
 pub struct Log {
