@@ -86,7 +86,7 @@ fn on_lease(
     let (server_us, now_us) = resolve(now);
     let held = match key.value()? {
         None => call(None, now_us),
-        Some(Value::Leases(leases)) => call(Some(leases), now_us),
+        Some(Value::Leases(leases)) => call(Some(&leases), now_us),
         Some(_) => return Err(Error::WrongType),
     };
     let fields = Fields {
@@ -298,7 +298,7 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             Some(_) => return Err(Error::WrongType),
         };
         let event = match change {
-            Change::Append(append) if log.unwrap_or(EMPTY).takes(&append) => {
+            Change::Append(append) if log.as_deref().unwrap_or(EMPTY).takes(&append) => {
                 stats::SLIDING_LOG.event
             }
             // No log, no units to give back: nothing changes, as for RL.REFUND.
@@ -306,12 +306,11 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             Change::Remove(_) => stats::REFUND.event,
             _ => return Err(Error::LogChange),
         };
-        let log = key.log_mut()?;
-        match change {
+        key.change_log(|log| match change {
             Change::Append(append) => log.apply(append),
             Change::Remove(removal) => log.remove(removal),
             Change::Put(_) | Change::Lease(_) => {} // refused above
-        }
+        })?;
         key.expire_at(Some(expire_at_ms));
         signal_modified(ctx, name, event);
         ctx.replicate_verbatim();
@@ -337,14 +336,16 @@ pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         if !takes {
             return Err(Error::LeaseChange);
         }
-        let leases = key.leases_mut()?;
-        leases.apply(change);
+        let emptied = key.change_leases(|leases| {
+            leases.apply(change);
+            leases.held.is_empty()
+        })?;
         let event = match change {
             concurrency::Change::Acquire { .. } => stats::ACQUIRE.event,
             concurrency::Change::Release { .. } => stats::RELEASE.event,
             concurrency::Change::Renew { .. } => stats::RENEW.event,
         };
-        if leases.held.is_empty() {
+        if emptied {
             key.delete();
             signal_modified(ctx, name, event);
             notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", name);
@@ -434,16 +435,16 @@ fn commit(
         }
         // A log can be long, so replicas receive the change, not the log.
         Change::Append(append) => {
-            key.log_mut()?.apply(append);
+            key.change_log(|log| log.apply(append))?;
             replicate::log_append(ctx, name, &append, expire_at_ms);
         }
         Change::Remove(removal) if !fresh => {
-            key.log_mut()?.remove(removal);
+            key.change_log(|log| log.remove(removal))?;
             replicate::log_removal(ctx, name, &removal, expire_at_ms);
         }
         // Leases can be many too: replicas receive the lease's change.
         Change::Lease(change) if !fresh => {
-            key.leases_mut()?.apply(change);
+            key.change_leases(|leases| leases.apply(change))?;
             replicate::lease(ctx, name, &change, expire_at_ms);
         }
         Change::Put(_) | Change::Remove(_) | Change::Lease(_) => {

@@ -55,6 +55,11 @@ fn as_strings(borrowed: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
 /// An `extern "C"` entry point for a handler.
 macro_rules! entry {
     ($handler:path) => {{
+        /// The command's entry point.
+        ///
+        /// # Safety
+        /// Safe to call as Redis does: on its main thread, with a live
+        /// context and `argc` strings in `argv` that live through the call.
         extern "C" fn entry(
             ctx: *mut ::redis_module::raw::RedisModuleCtx,
             argv: *mut *mut ::redis_module::raw::RedisModuleString,

@@ -1,6 +1,6 @@
 //! redis-ratelimit: rate-limiting and throttling commands for Redis.
-//! This file only registers the module and its commands; see DESIGN.md for
-//! the contract.
+//! This file only registers the module and its commands; the commands'
+//! contract is docs/commands.md, the code's map docs/architecture.md.
 
 // Under `cargo test` the registration is left out, so the glue looks unused.
 #![cfg_attr(test, allow(dead_code, unused_imports))]

@@ -3,7 +3,7 @@
 //! the single-key commands, RL.MULTI, RL.PEEK and RL.REFUND alike. Pure:
 //! the glue reads the key before and writes it after.
 
-use crate::algorithms::concurrency::{self, Leases};
+use crate::algorithms::concurrency;
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{
     Algorithm, BucketParams, Verdict, WindowParams, fixed_window, leaky_bucket, sliding_log,
@@ -133,17 +133,17 @@ impl Limit {
                 };
                 match op {
                     Op::Take => {
-                        let verdict = sliding_log::decide(log, now_us, params, n);
+                        let verdict = sliding_log::decide(log.as_deref(), now_us, params, n);
                         self.outcome(verdict, None, Change::Append)
                     }
                     Op::Refund => {
-                        let verdict = sliding_log::refund(log, now_us, params, n);
+                        let verdict = sliding_log::refund(log.as_deref(), now_us, params, n);
                         self.outcome(verdict, None, Change::Remove)
                     }
                 }
             }
             Limit::Concurrency(params) => {
-                let leases: Option<&Leases> = match value {
+                let leases = match value {
                     None => None,
                     Some(Value::Leases(leases)) => Some(leases),
                     Some(_) => return Err(Error::WrongType),
@@ -152,7 +152,7 @@ impl Limit {
                 if op == Op::Refund {
                     return Err(Error::RefundConcurrency);
                 }
-                let verdict = concurrency::acquire(leases, now_us, params, n);
+                let verdict = concurrency::acquire(leases.as_deref(), now_us, params, n);
                 let lease_id = match verdict.store {
                     Some(concurrency::Change::Acquire { lease, .. }) => lease.id,
                     _ => 0,

@@ -201,14 +201,21 @@ pub(crate) mod test_alloc {
 
     struct Counting;
 
+    // SAFETY: every call goes to the system's allocator as it came.
     unsafe impl GlobalAlloc for Counting {
+        /// # Safety
+        /// As `GlobalAlloc::alloc`: a layout of non-zero size.
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
             add(layout.size() as isize);
+            // SAFETY: the caller's layout, as it came.
             unsafe { System.alloc(layout) }
         }
 
+        /// # Safety
+        /// As `GlobalAlloc::dealloc`: `ptr` came from `alloc` with `layout`.
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
             add(-(layout.size() as isize));
+            // SAFETY: `ptr` came from `System.alloc` with this layout.
             unsafe { System.dealloc(ptr, layout) }
         }
     }
