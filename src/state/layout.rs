@@ -212,6 +212,60 @@ fn leases_of(bytes: &[u8]) -> Leases {
     decoded.unwrap_or_default()
 }
 
+/// A state of many items, kept compact while short.
+trait Compact: Sized {
+    /// The tag of its compact layout.
+    const TAG: usize;
+    /// Its compact bytes, when they take fewer than COMPACT_MAX.
+    fn encode(&self) -> Option<Vec<u8>>;
+    /// The state `encode` wrote.
+    fn decode(bytes: &[u8]) -> Self;
+    /// The state as an `Other`, when too long to be compact.
+    fn boxed(self) -> Other;
+    /// The state an `Other` holds, when it is one of this kind.
+    fn of(other: &mut Other) -> Option<&mut Self>;
+}
+
+impl Compact for Log {
+    const TAG: usize = tag::SLIDING_LOG;
+
+    fn encode(&self) -> Option<Vec<u8>> {
+        compact_log(self)
+    }
+
+    fn decode(bytes: &[u8]) -> Log {
+        log_of(bytes)
+    }
+
+    fn boxed(self) -> Other {
+        Other::Log(Box::new(self))
+    }
+
+    fn of(other: &mut Other) -> Option<&mut Log> {
+        if let Other::Log(log) = other { Some(log) } else { None }
+    }
+}
+
+impl Compact for Leases {
+    const TAG: usize = tag::CONCURRENCY;
+
+    fn encode(&self) -> Option<Vec<u8>> {
+        compact_leases(self)
+    }
+
+    fn decode(bytes: &[u8]) -> Leases {
+        leases_of(bytes)
+    }
+
+    fn boxed(self) -> Other {
+        Other::Leases(Box::new(self))
+    }
+
+    fn of(other: &mut Other) -> Option<&mut Leases> {
+        if let Other::Leases(leases) = other { Some(leases) } else { None }
+    }
+}
+
 /// The 8-byte words of a compact state's allocation holding `len` bytes
 /// after the length byte: 16, 32, 48 or 64 bytes.
 fn compact_words(len: usize) -> usize {
@@ -273,14 +327,16 @@ fn compact(tag: usize, bytes: &[u8]) -> *mut c_void {
 fn word_of(owned: Owned) -> *mut c_void {
     match owned {
         Owned::Fixed(fixed) => fixed_word(fixed),
-        Owned::Log(log) => match compact_log(&log) {
-            Some(bytes) => compact(tag::SLIDING_LOG, &bytes),
-            None => tagged(tag::OTHER, Other::Log(Box::new(log))),
-        },
-        Owned::Leases(leases) => match compact_leases(&leases) {
-            Some(bytes) => compact(tag::CONCURRENCY, &bytes),
-            None => tagged(tag::OTHER, Other::Leases(Box::new(leases))),
-        },
+        Owned::Log(log) => compact_word(log),
+        Owned::Leases(leases) => compact_word(leases),
+    }
+}
+
+/// The word of a new state of many items: compact while short.
+fn compact_word<T: Compact>(state: T) -> *mut c_void {
+    match state.encode() {
+        Some(bytes) => compact(T::TAG, &bytes),
+        None => tagged(tag::OTHER, state.boxed()),
     }
 }
 
@@ -527,65 +583,43 @@ impl<'a> StoredMut<'a> {
     }
 
     /// Runs `change` on the log the value holds; `None`, changing
-    /// nothing, when it holds another kind. A short log is read from its
-    /// compact bytes and written back; a log that grows past them (or
-    /// shrinks back) changes layout.
+    /// nothing, when it holds another kind.
     pub fn change_log<R>(&mut self, change: impl FnOnce(&mut Log) -> R) -> Option<R> {
-        match tag_of(*self.word) {
-            tag::SLIDING_LOG => {
-                // SAFETY: the tag names a compact layout.
-                let mut log = log_of(unsafe { self.shared().compact() });
-                let result = change(&mut log);
-                match compact_log(&log) {
-                    Some(bytes) => self.write_compact(tag::SLIDING_LOG, &bytes),
-                    None => self.relayout(tagged(tag::OTHER, Other::Log(Box::new(log)))),
-                }
-                Some(result)
-            }
-            // SAFETY: the tag names an `Other`.
-            tag::OTHER => match unsafe { self.state_mut::<Other>() } {
-                Other::Log(log) => {
-                    let result = change(log);
-                    if let Some(bytes) = compact_log(log) {
-                        self.relayout(compact(tag::SLIDING_LOG, &bytes));
-                    }
-                    Some(result)
-                }
-                _ => None,
-            },
-            _ => None,
-        }
+        self.change(change)
     }
 
     /// Runs `change` on the leases the value holds; `None`, changing
-    /// nothing, when it holds another kind. A few leases are read from
-    /// their compact bytes and written back; leases that grow past them
-    /// (or shrink back) change layout.
+    /// nothing, when it holds another kind.
     pub fn change_leases<R>(&mut self, change: impl FnOnce(&mut Leases) -> R) -> Option<R> {
-        match tag_of(*self.word) {
-            tag::CONCURRENCY => {
-                // SAFETY: the tag names a compact layout.
-                let mut leases = leases_of(unsafe { self.shared().compact() });
-                let result = change(&mut leases);
-                match compact_leases(&leases) {
-                    Some(bytes) => self.write_compact(tag::CONCURRENCY, &bytes),
-                    None => self.relayout(tagged(tag::OTHER, Other::Leases(Box::new(leases)))),
-                }
-                Some(result)
+        self.change(change)
+    }
+
+    /// Runs `change` on the `T` the value holds; `None`, changing nothing,
+    /// when it holds another kind. A short state is read from its compact
+    /// bytes and written back; one that grows past them (or shrinks back)
+    /// changes layout.
+    fn change<T: Compact, R>(&mut self, change: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let tag = tag_of(*self.word);
+        if tag == T::TAG {
+            // SAFETY: the tag names a compact layout.
+            let mut state = T::decode(unsafe { self.shared().compact() });
+            let result = change(&mut state);
+            match state.encode() {
+                Some(bytes) => self.write_compact(T::TAG, &bytes),
+                None => self.relayout(tagged(tag::OTHER, state.boxed())),
             }
-            // SAFETY: the tag names an `Other`.
-            tag::OTHER => match unsafe { self.state_mut::<Other>() } {
-                Other::Leases(leases) => {
-                    let result = change(leases);
-                    if let Some(bytes) = compact_leases(leases) {
-                        self.relayout(compact(tag::CONCURRENCY, &bytes));
-                    }
-                    Some(result)
-                }
-                _ => None,
-            },
-            _ => None,
+            return Some(result);
         }
+        if tag != tag::OTHER {
+            return None;
+        }
+        // SAFETY: the tag names an `Other`.
+        let state = T::of(unsafe { self.state_mut::<Other>() })?;
+        let result = change(state);
+        if let Some(bytes) = state.encode() {
+            self.relayout(compact(T::TAG, &bytes));
+        }
+        Some(result)
     }
 
     /// Writes a compact state of the layout `tag` already holds: over it

@@ -133,7 +133,6 @@ mod tests {
 
     use super::kind::*;
     use super::*;
-    use crate::algorithms::concurrency::Lease;
     use crate::algorithms::{MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
     use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_bucket};
 
@@ -243,12 +242,8 @@ mod tests {
 
     #[test]
     fn leases_round_trip() {
-        let held = vec![
-            Lease { id: 2, expires_us: 1_700_000_030_000_000, n: 3 },
-            Lease { id: 7, expires_us: 1_700_000_001_000_000, n: 1 },
-        ];
-        let leases = Leases { last_us: 1_700_000_000_000_000, next_id: 8, held };
-        let owned = Owned::Leases(leases.clone());
+        let owned = super::super::value::two_leases();
+        let Owned::Leases(leases) = &owned else { unreachable!() };
         assert_eq!(round_trip(&owned), Some(owned.clone()));
         let record = encoded(owned.view());
         assert_eq!((record.kind, &record.fields[..]), (CONCURRENCY, &[leases.last_us, 8, 2][..]));

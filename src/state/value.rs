@@ -231,6 +231,16 @@ pub fn setstate_commands<'a>(value: &'a Value) -> impl Iterator<Item = Vec<Strin
     })
 }
 
+/// Two leases, for the tests of the state's forms.
+#[cfg(test)]
+pub fn two_leases() -> Owned {
+    let held = vec![
+        Lease { id: 2, expires_us: 1_700_000_030_000_000, n: 3 },
+        Lease { id: 7, expires_us: 1_700_000_001_000_000, n: 1 },
+    ];
+    Owned::Leases(Leases { last_us: 1_700_000_000_000_000, next_id: 8, held })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,12 +264,7 @@ mod tests {
 
     #[test]
     fn leases_round_trip_in_setstate() {
-        let held = vec![
-            Lease { id: 2, expires_us: 1_700_000_030_000_000, n: 3 },
-            Lease { id: 7, expires_us: 1_700_000_001_000_000, n: 1 },
-        ];
-        let leases = Leases { last_us: 1_700_000_000_000_000, next_id: 8, held };
-        let owned = Owned::Leases(leases.clone());
+        let owned = two_leases();
         let args = setstate_commands(&owned.view()).next().unwrap();
         assert_eq!(args[..3], ["CONCURRENCY", "1700000000000000", "8"]);
         let fields: Vec<u128> = args[1..].iter().map(|f| f.parse().unwrap()).collect();
