@@ -79,13 +79,7 @@ fn cl_throttle_taken_is_skipped_and_rl_throttle_registers() {
               (make test does when ../shared/peers/libredis_cell.so exists)"
 )]
 fn redis_cell_loaded_first_keeps_cl_throttle() {
-    // Compiled in only when CELL_MODULE was set (build.rs); read it again
-    // at run time, where a path that names no file is a failure, not a skip.
-    let cell = std::env::var("CELL_MODULE").unwrap_or_default();
-    assert!(
-        std::path::Path::new(&cell).is_file(),
-        "CELL_MODULE={cell:?} names no file: the test with redis-cell cannot run"
-    );
+    let cell = common::cell_module();
     let (server, mut con) = load(&["--loadmodule", &cell], &["CL.THROTTLE"]);
     warned(&server, "CL.THROTTLE");
     others_answer(&mut con, "CL.THROTTLE");
