@@ -116,10 +116,22 @@ impl LimiterKey {
         }
     }
 
+    /// Whether the key holds a value of our type that `test` takes:
+    /// `WRONGTYPE` for a key of another type.
+    fn holds(&self, test: impl FnOnce(StoredRef) -> bool) -> Result<bool, Error> {
+        match self.slot() {
+            Slot::Empty => Ok(false),
+            // SAFETY: a value of our type came from `Stored::into_raw`, and
+            // lives unchanged while the key is open and borrowed (`&self`).
+            Slot::Ours(word) => Ok(test(unsafe { StoredRef::new(word) })),
+            Slot::Other => Err(Error::WrongType),
+        }
+    }
+
     /// Runs `change` on the stored sliding log; on an empty one when the
     /// key is missing (or holds another kind, which callers have refused).
     pub fn change_log<R>(&mut self, change: impl FnOnce(&mut Log) -> R) -> Result<R, Error> {
-        if !matches!(self.value()?, Some(Value::Log(_))) {
+        if !self.holds(|value| value.holds_log())? {
             self.replace(Owned::Log(Log::default()))?;
         }
         self.change(|value| value.change_log(change)).flatten().ok_or(Error::WrongType)
@@ -128,7 +140,7 @@ impl LimiterKey {
     /// Runs `change` on the stored leases; on fresh ones when the key is
     /// missing (or holds another kind, which callers have refused).
     pub fn change_leases<R>(&mut self, change: impl FnOnce(&mut Leases) -> R) -> Result<R, Error> {
-        if !matches!(self.value()?, Some(Value::Leases(_))) {
+        if !self.holds(|value| value.holds_leases())? {
             self.replace(Owned::Leases(Leases::default()))?;
         }
         self.change(|value| value.change_leases(change)).flatten().ok_or(Error::WrongType)

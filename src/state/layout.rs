@@ -8,7 +8,7 @@
 //! - a bucket whose pico-units fit 64 bits, a fixed window, and a sliding
 //!   window whose counts fit 32 bits each: 16 bytes;
 //! - a short sliding log and a few leases: their varints, compact, in one
-//!   allocation of at most `COMPACT_MAX` bytes (read into a `Log` or
+//!   allocation of at most `compact::MAX` bytes (read into a `Log` or
 //!   `Leases` on each call, written back after a change);
 //! - everything else (wide buckets and counts, long logs, many leases):
 //!   an `Other`, whose tag word costs little beside such a state.
@@ -24,10 +24,10 @@ use std::mem::{align_of, size_of};
 
 use crate::algorithms::concurrency::Leases;
 use crate::algorithms::sliding_log::Log;
-use crate::algorithms::varint::{get_varint, put_varint};
 use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_bucket};
 use crate::stats;
 
+use super::compact;
 use super::value::{Fixed, Items, Owned, Value};
 
 /// The layouts a value's word names in its low bits.
@@ -149,75 +149,12 @@ impl Other {
     }
 }
 
-/// The most bytes of a compact state's allocation: beyond them, a log or
-/// leases are kept as an `Other`, changed in place, as a long state needs.
-const COMPACT_MAX: usize = 64;
-
-/// A short log as a compact state's bytes: its RDB fields (first time,
-/// span to the last, units) as varints, then its runs as RDB holds them.
-fn compact_log(log: &Log) -> Option<Vec<u8>> {
-    // A log this long cannot fit: known without copying its runs.
-    if log.runs.len() > 2 * COMPACT_MAX {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(COMPACT_MAX);
-    for field in [log.first_us, log.last_us - log.first_us, log.total] {
-        put_varint(&mut bytes, field);
-    }
-    bytes.extend_from_slice(&log.canonical_runs());
-    (bytes.len() < COMPACT_MAX).then_some(bytes)
-}
-
-/// A few leases as a compact state's bytes: their RDB fields (last update,
-/// next id, count) as varints, then the leases as RDB holds them.
-fn compact_leases(leases: &Leases) -> Option<Vec<u8>> {
-    // Each lease takes at least 3 bytes.
-    if 3 * leases.held.len() > COMPACT_MAX {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(COMPACT_MAX);
-    for field in [leases.last_us, leases.next_id, leases.held.len() as u64] {
-        put_varint(&mut bytes, field);
-    }
-    bytes.extend_from_slice(&leases.encode());
-    (bytes.len() < COMPACT_MAX).then_some(bytes)
-}
-
-/// The three varints a compact state starts with, and the bytes after them.
-fn fields_of(bytes: &[u8]) -> Option<([u64; 3], &[u8])> {
-    let mut fields = [0; 3];
-    let mut at = 0;
-    for field in &mut fields {
-        let (value, len) = get_varint(bytes.get(at..)?)?;
-        (*field, at) = (value, at + len);
-    }
-    Some((fields, &bytes[at..]))
-}
-
-/// The log `compact_log` wrote. (The bytes are a valid log's: the empty
-/// log stands for what cannot happen.)
-fn log_of(bytes: &[u8]) -> Log {
-    let decoded = fields_of(bytes).and_then(|([first_us, span_us, total], runs)| {
-        Log::decode(first_us, first_us.checked_add(span_us)?, total, runs)
-    });
-    decoded.unwrap_or_default()
-}
-
-/// The leases `compact_leases` wrote. (The bytes are valid leases': the
-/// fresh ones stand for what cannot happen.)
-fn leases_of(bytes: &[u8]) -> Leases {
-    let decoded = fields_of(bytes).and_then(|([last_us, next_id, count], held)| {
-        Leases::decode(last_us, next_id, count, held)
-    });
-    decoded.unwrap_or_default()
-}
-
 /// A state of many items, kept compact while short.
 trait Compact: Sized {
     /// The tag of its compact layout.
     const TAG: usize;
-    /// Its compact bytes, when they take fewer than COMPACT_MAX.
-    fn encode(&self) -> Option<Vec<u8>>;
+    /// Its compact bytes, when they are short enough.
+    fn encode(&self) -> Option<compact::Bytes>;
     /// The state `encode` wrote.
     fn decode(bytes: &[u8]) -> Self;
     /// The state as an `Other`, when too long to be compact.
@@ -229,12 +166,12 @@ trait Compact: Sized {
 impl Compact for Log {
     const TAG: usize = tag::SLIDING_LOG;
 
-    fn encode(&self) -> Option<Vec<u8>> {
-        compact_log(self)
+    fn encode(&self) -> Option<compact::Bytes> {
+        compact::log_bytes(self)
     }
 
     fn decode(bytes: &[u8]) -> Log {
-        log_of(bytes)
+        compact::log_of(bytes)
     }
 
     fn boxed(self) -> Other {
@@ -249,12 +186,12 @@ impl Compact for Log {
 impl Compact for Leases {
     const TAG: usize = tag::CONCURRENCY;
 
-    fn encode(&self) -> Option<Vec<u8>> {
-        compact_leases(self)
+    fn encode(&self) -> Option<compact::Bytes> {
+        compact::leases_bytes(self)
     }
 
     fn decode(bytes: &[u8]) -> Leases {
-        leases_of(bytes)
+        compact::leases_of(bytes)
     }
 
     fn boxed(self) -> Other {
@@ -264,12 +201,6 @@ impl Compact for Leases {
     fn of(other: &mut Other) -> Option<&mut Leases> {
         if let Other::Leases(leases) = other { Some(leases) } else { None }
     }
-}
-
-/// The 8-byte words of a compact state's allocation holding `len` bytes
-/// after the length byte: 16, 32, 48 or 64 bytes.
-fn compact_words(len: usize) -> usize {
-    (len + 1).div_ceil(16) * 2
 }
 
 /// A value of the data type, owned: one word, naming its layout in its
@@ -309,10 +240,10 @@ fn tagged<T>(tag: usize, state: T) -> *mut c_void {
     Box::into_raw(Box::new(state)).map_addr(|address| address | tag).cast()
 }
 
-/// A new compact allocation holding `bytes` (at most COMPACT_MAX - 1),
+/// A new compact allocation holding `bytes` (fewer than `compact::MAX`),
 /// tagged: the length, then the bytes.
-fn compact(tag: usize, bytes: &[u8]) -> *mut c_void {
-    let mut words = vec![0u64; compact_words(bytes.len())].into_boxed_slice();
+fn new_compact(tag: usize, bytes: &[u8]) -> *mut c_void {
+    let mut words = vec![0u64; compact::words(bytes.len())].into_boxed_slice();
     let start: *mut u8 = words.as_mut_ptr().cast();
     // SAFETY: the words hold at least `bytes.len() + 1` bytes, and any
     // bytes are valid `u64` bits.
@@ -335,7 +266,7 @@ fn word_of(owned: Owned) -> *mut c_void {
 /// The word of a new state of many items: compact while short.
 fn compact_word<T: Compact>(state: T) -> *mut c_void {
     match state.encode() {
-        Some(bytes) => compact(T::TAG, &bytes),
+        Some(bytes) => new_compact(T::TAG, &bytes),
         None => tagged(tag::OTHER, state.boxed()),
     }
 }
@@ -379,7 +310,7 @@ unsafe fn free_word(word: *mut c_void) {
             tag::FIXED_WINDOW => drop(Box::from_raw(address.cast::<fixed_window::State>())),
             tag::SLIDING_WINDOW => drop(Box::from_raw(address.cast::<NarrowWindow>())),
             tag::SLIDING_LOG | tag::CONCURRENCY => {
-                let words = compact_words(usize::from(*address.cast::<u8>()));
+                let words = compact::words(usize::from(*address.cast::<u8>()));
                 let slice = std::ptr::slice_from_raw_parts_mut(address.cast::<u64>(), words);
                 drop(Box::from_raw(slice));
             }
@@ -458,7 +389,7 @@ impl<'a> StoredRef<'a> {
     ///
     /// # Safety
     /// The word's tag names a compact layout.
-    unsafe fn compact(self) -> &'a [u8] {
+    unsafe fn compact_bytes(self) -> &'a [u8] {
         let start = address(self.word).cast::<u8>().cast_const();
         // SAFETY: a compact allocation: its length, then that many bytes,
         // shared for `'a` (`new`'s contract).
@@ -486,11 +417,28 @@ impl<'a> StoredRef<'a> {
                 tag::SLIDING_WINDOW => {
                     Value::Fixed(Fixed::SlidingWindow(self.state::<NarrowWindow>().state()))
                 }
-                tag::SLIDING_LOG => Value::Log(Cow::Owned(log_of(self.compact()))),
-                tag::CONCURRENCY => Value::Leases(Cow::Owned(leases_of(self.compact()))),
+                tag::SLIDING_LOG => Value::Log(Cow::Owned(compact::log_of(self.compact_bytes()))),
+                tag::CONCURRENCY => {
+                    Value::Leases(Cow::Owned(compact::leases_of(self.compact_bytes())))
+                }
                 _ => self.state::<Other>().view(),
             }
         }
+    }
+
+    /// Whether the value holds a sliding log, told by its layout alone.
+    pub fn holds_log(self) -> bool {
+        // SAFETY: the tag names an `Other` when it is OTHER.
+        tag_of(self.word) == tag::SLIDING_LOG
+            || tag_of(self.word) == tag::OTHER && matches!(unsafe { self.state() }, Other::Log(_))
+    }
+
+    /// Whether the value holds leases, told by its layout alone.
+    pub fn holds_leases(self) -> bool {
+        // SAFETY: the tag names an `Other` when it is OTHER.
+        tag_of(self.word) == tag::CONCURRENCY
+            || tag_of(self.word) == tag::OTHER
+                && matches!(unsafe { self.state() }, Other::Leases(_))
     }
 
     /// The bytes the value holds, for MEMORY USAGE.
@@ -502,7 +450,9 @@ impl<'a> StoredRef<'a> {
                 tag::TOKEN_BUCKET | tag::LEAKY_BUCKET => size_of::<Narrow>(),
                 tag::FIXED_WINDOW => size_of::<fixed_window::State>(),
                 tag::SLIDING_WINDOW => size_of::<NarrowWindow>(),
-                tag::SLIDING_LOG | tag::CONCURRENCY => 8 * compact_words(self.compact().len()),
+                tag::SLIDING_LOG | tag::CONCURRENCY => {
+                    8 * compact::words(self.compact_bytes().len())
+                }
                 _ => size_of::<Other>() + self.state::<Other>().heap_bytes(),
             }
         }
@@ -602,7 +552,7 @@ impl<'a> StoredMut<'a> {
         let tag = tag_of(*self.word);
         if tag == T::TAG {
             // SAFETY: the tag names a compact layout.
-            let mut state = T::decode(unsafe { self.shared().compact() });
+            let mut state = T::decode(unsafe { self.shared().compact_bytes() });
             let result = change(&mut state);
             match state.encode() {
                 Some(bytes) => self.write_compact(T::TAG, &bytes),
@@ -617,7 +567,7 @@ impl<'a> StoredMut<'a> {
         let state = T::of(unsafe { self.state_mut::<Other>() })?;
         let result = change(state);
         if let Some(bytes) = state.encode() {
-            self.relayout(compact(T::TAG, &bytes));
+            self.relayout(new_compact(T::TAG, &bytes));
         }
         Some(result)
     }
@@ -626,12 +576,12 @@ impl<'a> StoredMut<'a> {
     /// when it takes as many words, else in a new allocation.
     fn write_compact(&mut self, tag: usize, bytes: &[u8]) {
         // SAFETY: the caller's tag names a compact layout.
-        let held = unsafe { self.shared().compact() }.len();
-        if compact_words(held) != compact_words(bytes.len()) {
-            return self.relayout(compact(tag, bytes));
+        let held = unsafe { self.shared().compact_bytes() }.len();
+        if compact::words(held) != compact::words(bytes.len()) {
+            return self.relayout(new_compact(tag, bytes));
         }
         let start = address(*self.word).cast::<u8>();
-        // SAFETY: the allocation holds `compact_words(held)` words, as many
+        // SAFETY: the allocation holds `compact::words(held)` words, as many
         // as the new bytes and their length need; borrowed exclusively.
         unsafe {
             start.write(bytes.len() as u8);

@@ -6,10 +6,12 @@
 //! - `rdb`: the RDB record and its encoding versions;
 //! - `layout`: how a value sits in memory (`Stored`, a tagged word, and
 //!   its shared and exclusive borrows);
+//! - `compact`: the bytes of a short log or a few leases in that layout;
 //! - `callbacks`: what Redis calls on a value (save, load, AOF rewrite,
 //!   memory usage, digest, copy, defrag, free).
 
 mod callbacks;
+mod compact;
 mod layout;
 mod rdb;
 mod value;
