@@ -30,6 +30,18 @@ pub const COMMANDS: [&str; 15] = [
     "RL.LEASEAPPLY",
 ];
 
+/// The redis-cell build that CELL_MODULE names, for the tests compiled in
+/// only when it was set (build.rs): read again at run time, where a path
+/// that names no file is a failure, not a skip.
+pub fn cell_module() -> String {
+    let cell = std::env::var("CELL_MODULE").unwrap_or_default();
+    assert!(
+        Path::new(&cell).is_file(),
+        "CELL_MODULE={cell:?} names no file: the tests against redis-cell cannot run"
+    );
+    cell
+}
+
 pub fn module_path() -> PathBuf {
     let path = std::env::var_os("RATELIMIT_MODULE").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so")
