@@ -36,7 +36,7 @@ func (c *core) Refund(ctx context.Context, d *Decision, units map[string]int64) 
 		if n == 0 {
 			continue
 		}
-		if _, err := c.modes.send(ctx, d.charges[i].key, refundArgs(&d.charges[i], n)); err != nil {
+		if _, err := c.modes.send(ctx, d.charges[i].key, refundArgs(&d.charges[i], n), nil); err != nil {
 			return c.failure(err)
 		}
 	}
@@ -107,7 +107,7 @@ func (c *core) Release(ctx context.Context, d *Decision) {
 	defer cancel()
 	for _, i := range held {
 		l := d.Limits[i]
-		if _, err := c.modes.send(ctx, l.Key, releaseArgs(l.Key, l.LeaseID)); err != nil {
+		if _, err := c.modes.send(ctx, l.Key, releaseArgs(l.Key, l.LeaseID), nil); err != nil {
 			c.logger.Warn(fmt.Sprintf("rate limiter release failed: %v (the lease runs out by itself)", err))
 		}
 	}
@@ -137,7 +137,7 @@ func (c *core) Renew(ctx context.Context, d *Decision) (bool, error) {
 	defer cancel()
 	all := true
 	for _, i := range held {
-		reply, err := c.modes.send(ctx, d.Limits[i].Key, renewArgs(&d.charges[i], d.Limits[i].LeaseID))
+		reply, err := c.modes.send(ctx, d.Limits[i].Key, renewArgs(&d.charges[i], d.Limits[i].LeaseID), nil)
 		if err != nil {
 			return false, c.failure(err)
 		}

@@ -33,9 +33,8 @@ type core struct {
 	timeout  time.Duration
 	logger   *slog.Logger
 	cluster  bool
-	base     context.Context // cancelled by Close: calls still awaited end
+	base     context.Context // of the undoing of late replies: cancelled by Close
 	cancel   context.CancelFunc
-	calls    sync.WaitGroup
 	closed   atomic.Bool
 	instance int64
 }
@@ -72,16 +71,14 @@ func New[R any](client Client, opts Options[R]) (*Limiter[R], error) {
 	return &Limiter[R]{core: c, limits: s.limits, key: s.key, prefix: s.prefix}, nil
 }
 
-// Close ends the limiter: calls still awaited are dropped, client is
-// closed, and no goroutine of the limiter is left when it returns.
+// Close ends the limiter: client is closed (late replies still awaited
+// are dropped), and no goroutine of the limiter is left when it returns.
 func (c *core) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
 	c.cancel()
-	err := c.client.Close()
-	c.calls.Wait()
-	return err
+	return c.client.Close()
 }
 
 // Check decides for one request, taking its units when admitted.
@@ -260,7 +257,7 @@ func (c *core) decide(ctx context.Context, charges []charge) (*Decision, error) 
 		groups = groupByTag(charges)
 	}
 	if len(groups) == 1 {
-		reply, err := c.call(ctx, charges[0].key, multiArgs(charges), c.undoMulti(charges))
+		reply, err := c.multi(ctx, c.deadline(ctx), charges)
 		if err != nil {
 			return nil, err
 		}
@@ -286,20 +283,27 @@ func outcomeOf(allowed bool) Outcome {
 func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int) (*Decision, error) {
 	deadline := c.deadline(ctx)
 	parts := make([][]charge, len(groups))
-	calls := make([]*pending, len(groups))
+	replies := make([]any, len(groups))
+	errs := make([]error, len(groups))
+	var sent sync.WaitGroup
 	for g, members := range groups {
 		parts[g] = make([]charge, len(members))
 		for j, i := range members {
 			parts[g][j] = charges[i]
 		}
-		calls[g] = c.start(parts[g][0].key, multiArgs(parts[g]), c.undoMulti(parts[g]))
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			replies[g], errs[g] = c.multi(ctx, deadline, parts[g])
+		}()
 	}
+	sent.Wait()
 	limits := make([]LimitDecision, len(charges))
 	admitted := make([]bool, len(groups))
 	var failure error
 	allowed := true
-	for g, p := range calls {
-		reply, err := c.wait(ctx, deadline, p)
+	for g, reply := range replies {
+		err := errs[g]
 		var groupLimits []LimitDecision
 		if err == nil {
 			admitted[g], groupLimits, err = multiReply(parts[g], reply)
@@ -376,16 +380,14 @@ func hashTag(key string) string {
 
 // undoMulti gives back what a late RL.MULTI reply took: each limit's cost
 // refunded, each lease released. A denied reply took nothing.
-func (c *core) undoMulti(charges []charge) undoFunc {
-	return func(ctx context.Context, reply any) {
-		allowed, limits, err := multiReply(charges, reply)
-		if err != nil || !allowed {
-			return
-		}
-		for i := range charges {
-			if _, err := c.giveBack(ctx, &charges[i], limits[i]); err != nil {
-				c.logger.Warn(fmt.Sprintf("rate limiter: a timed-out check's units not given back: %v", err))
-			}
+func (c *core) undoMulti(ctx context.Context, charges []charge, reply any) {
+	allowed, limits, err := multiReply(charges, reply)
+	if err != nil || !allowed {
+		return
+	}
+	for i := range charges {
+		if _, err := c.giveBack(ctx, &charges[i], limits[i]); err != nil {
+			c.logger.Warn(fmt.Sprintf("rate limiter: a timed-out check's units not given back: %v", err))
 		}
 	}
 }
@@ -397,7 +399,7 @@ func (c *core) giveBack(ctx context.Context, ch *charge, taken LimitDecision) (L
 		if taken.LeaseID == 0 {
 			return taken, nil
 		}
-		reply, err := c.modes.send(ctx, ch.key, releaseArgs(ch.key, taken.LeaseID))
+		reply, err := c.modes.send(ctx, ch.key, releaseArgs(ch.key, taken.LeaseID), nil)
 		if err != nil {
 			return taken, err
 		}
@@ -411,7 +413,7 @@ func (c *core) giveBack(ctx context.Context, ch *charge, taken LimitDecision) (L
 	if ch.cost == 0 {
 		return taken, nil
 	}
-	reply, err := c.modes.send(ctx, ch.key, refundArgs(ch, ch.cost))
+	reply, err := c.modes.send(ctx, ch.key, refundArgs(ch, ch.cost), nil)
 	if err != nil {
 		return taken, err
 	}
@@ -447,7 +449,7 @@ func (c *core) peek(ctx context.Context, charges []charge) (*Decision, error) {
 	limits := make([]LimitDecision, len(charges))
 	allowed := true
 	for i := range charges {
-		reply, err := c.modes.send(ctx, charges[i].key, peekArgs(&charges[i]))
+		reply, err := c.modes.send(ctx, charges[i].key, peekArgs(&charges[i]), nil)
 		if err == nil {
 			limits[i], err = limitResult(&charges[i], reply, "RL.PEEK")
 		}

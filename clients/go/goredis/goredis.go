@@ -21,12 +21,14 @@ import (
 // Client is a ratelimit.Client over connections of its own, opened with the
 // app's client's options (address, credentials, TLS, Sentinel) changed where
 // the limiter needs it: a sent command is never retried (it may have run),
-// a dial is tried once (a refused connection fails at once), and a call
-// waits as long as its context allows (so a timed-out check's reply can
-// still be read and undone).
+// a dial is tried once (a refused connection fails at once), a call waits
+// until its context's deadline (60 s without one), and a check's reply that
+// comes after that is still read (late.go).
 type Client struct {
 	single  *redis.Client
 	cluster *redis.ClusterClient
+
+	lates lates
 
 	mu     sync.Mutex
 	dials  map[string]uint64        // connections opened per node address
@@ -80,12 +82,17 @@ func New(rdb redis.UniversalClient) (*Client, error) {
 // app's configuration would register its handlers twice.
 var noNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
-// limiterOptions: no retry of a sent command, one dial try, the context's deadline rules.
+// lateWait is how long a reply is awaited on a connection before it is
+// closed: the limiter still reads a timed-out check's reply that long.
+const lateWait = 60 * time.Second
+
+// limiterOptions: no retry of a sent command, one dial try, a reply awaited
+// until the context's deadline, or lateWait when it has none.
 func limiterOptions(maxRetries, dialerRetries *int, readTimeout, writeTimeout *time.Duration, contextTimeout *bool) {
 	*maxRetries = -1
 	*dialerRetries = 1
-	*readTimeout = -1
-	*writeTimeout = -1
+	*readTimeout = lateWait
+	*writeTimeout = lateWait
 	*contextTimeout = true
 }
 
@@ -98,13 +105,14 @@ func (c *Client) counting(dial func(ctx context.Context, network, addr string) (
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
-		if err == nil {
-			c.mu.Lock()
-			c.dials[addr]++
-			c.dials[""]++
-			c.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return conn, err
+		c.mu.Lock()
+		c.dials[addr]++
+		c.dials[""]++
+		c.mu.Unlock()
+		return c.lates.wrap(conn), nil
 	}
 }
 
@@ -145,6 +153,13 @@ func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error
 	return reply(cmd.Result())
 }
 
+// DoLate is Do for a check: a reply that comes after ctx's deadline goes to late.
+func (c *Client) DoLate(ctx context.Context, key string, late func(any), args ...string) (any, error) {
+	w := c.lates.want(args, late)
+	defer c.lates.unwant(w)
+	return c.Do(ctx, key, args...)
+}
+
 // Node is the address of the primary serving key (its dial count), or on one server the server's.
 func (c *Client) Node(key string) (string, uint64) {
 	node := ""
@@ -170,10 +185,15 @@ func (c *Client) Close() error {
 	if closed {
 		return nil
 	}
+	c.lates.stop()
+	var err error
 	if c.single != nil {
-		return c.single.Close()
+		err = c.single.Close()
+	} else {
+		err = c.cluster.Close()
 	}
-	return c.cluster.Close()
+	c.lates.readers.Wait()
+	return err
 }
 
 func anys(args []string) []any {

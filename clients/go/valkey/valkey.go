@@ -11,6 +11,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
@@ -28,6 +29,7 @@ const lateWait = 60 * time.Second
 type Client struct {
 	client  valkeygo.Client
 	cluster bool
+	lates   sync.WaitGroup // DoLate's calls still awaited
 
 	mu    sync.Mutex
 	dials uint64
@@ -84,6 +86,49 @@ func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error
 	return normalize(v), nil
 }
 
+// DoLate is Do for a check: a reply that comes after ctx ends goes to late.
+// valkey-go drops the reply of a call its caller gave up on, so the call
+// runs on a goroutine of its own that awaits the reply (up to lateWait,
+// then valkey-go closes the connection).
+func (c *Client) DoLate(ctx context.Context, key string, late func(any), args ...string) (any, error) {
+	call := &lateCall{done: make(chan struct{})}
+	c.lates.Add(1)
+	go func() {
+		defer c.lates.Done()
+		call.reply, call.err = c.Do(context.Background(), key, args...)
+		if !call.state.CompareAndSwap(waiting, taken) && call.err == nil {
+			late(call.reply)
+		}
+		close(call.done)
+	}()
+	select {
+	case <-call.done:
+		return call.reply, call.err
+	case <-ctx.Done():
+	}
+	if call.state.CompareAndSwap(waiting, abandoned) {
+		return nil, ctx.Err()
+	}
+	<-call.done // the reply came just now: it is the caller's
+	return call.reply, call.err
+}
+
+// lateCall is a DoLate call in flight.
+type lateCall struct {
+	done  chan struct{} // closed once reply and err are set
+	reply any
+	err   error
+	// state: waiting, then taken by its caller or abandoned (the caller
+	// gave up: the reply goes to late).
+	state atomic.Int32
+}
+
+const (
+	waiting int32 = iota
+	taken
+	abandoned
+)
+
 // Node cannot name a cluster's node by key here: one decision covers all
 // nodes, made again after any new connection.
 func (c *Client) Node(string) (string, uint64) {
@@ -95,9 +140,10 @@ func (c *Client) Node(string) (string, uint64) {
 // Cluster reports whether valkey-go made a cluster client.
 func (c *Client) Cluster() bool { return c.cluster }
 
-// Close closes the connections.
+// Close closes the connections, and returns once no late reply is awaited.
 func (c *Client) Close() error {
 	c.client.Close()
+	c.lates.Wait()
 	return nil
 }
 
