@@ -25,11 +25,7 @@ func (e timeoutError) Error() string {
 // check's: ctx's is not later); a late reply that took something is undone.
 func (c *core) multi(ctx context.Context, deadline time.Time, charges []charge) (any, error) {
 	budget := time.Until(deadline)
-	if d, ok := ctx.Deadline(); !ok || deadline.Before(d) {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
+	ctx, deadline = c.deadlines.within(ctx, deadline)
 	late := func(reply any) { c.undoMulti(c.base, charges, reply) }
 	reply, err := c.modes.send(ctx, charges[0].key, multiArgs(charges), late)
 	if err != nil && !errors.Is(err, context.Canceled) && !isAnswer(err) && !time.Now().Before(deadline) {

@@ -74,6 +74,9 @@ var notNow = map[string]bool{"LOADING": true, "BUSY": true, "TRYAGAIN": true, "C
 
 // replyCode is the code of an error reply, "" for other errors.
 func replyCode(err error) string {
+	if err == nil {
+		return ""
+	}
 	var reply ReplyError
 	if errors.As(err, &reply) {
 		return reply.Code()

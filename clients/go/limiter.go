@@ -24,19 +24,20 @@ type Limiter[R any] struct {
 
 // core is the limiter's part that does not depend on the request type.
 type core struct {
-	client   Client
-	modes    *modes
-	link     link
-	denials  *denials // nil when off
-	metrics  *metrics
-	local    inProcess // nil when no limit is Local
-	timeout  time.Duration
-	logger   *slog.Logger
-	cluster  bool
-	base     context.Context // of the undoing of late replies: cancelled by Close
-	cancel   context.CancelFunc
-	closed   atomic.Bool
-	instance int64
+	client    Client
+	modes     *modes
+	link      link
+	denials   *denials // nil when off
+	metrics   *metrics
+	local     inProcess // nil when no limit is Local
+	timeout   time.Duration
+	deadlines deadlines
+	logger    *slog.Logger
+	cluster   bool
+	base      context.Context // of the undoing of late replies: cancelled by Close
+	cancel    context.CancelFunc
+	closed    atomic.Bool
+	instance  int64
 }
 
 // New checks opts and makes a limiter that sends its commands through client.
@@ -403,7 +404,7 @@ func (c *core) giveBack(ctx context.Context, ch *charge, taken LimitDecision) (L
 		if err != nil {
 			return taken, err
 		}
-		_, held, reset, err := leaseReply(reply, "RL.RELEASE")
+		_, held, reset, err := leaseReply(reply, command("RL.RELEASE"))
 		if err != nil {
 			return taken, err
 		}
@@ -417,7 +418,7 @@ func (c *core) giveBack(ctx context.Context, ch *charge, taken LimitDecision) (L
 	if err != nil {
 		return taken, err
 	}
-	after, err := limitResult(ch, reply, "RL.REFUND")
+	after, err := limitResult(ch, reply, command("RL.REFUND"))
 	if err != nil {
 		return taken, err
 	}
@@ -444,14 +445,13 @@ func (c *core) peek(ctx context.Context, charges []charge) (*Decision, error) {
 	if !c.link.mayCall() {
 		return c.peekUnavailable(charges, errNotTried)
 	}
-	ctx, cancel := context.WithDeadline(ctx, c.deadline(ctx))
-	defer cancel()
+	ctx, _ = c.deadlines.within(ctx, c.deadline(ctx))
 	limits := make([]LimitDecision, len(charges))
 	allowed := true
 	for i := range charges {
 		reply, err := c.modes.send(ctx, charges[i].key, peekArgs(&charges[i]), nil)
 		if err == nil {
-			limits[i], err = limitResult(&charges[i], reply, "RL.PEEK")
+			limits[i], err = limitResult(&charges[i], reply, command("RL.PEEK"))
 		}
 		switch {
 		case err == nil:

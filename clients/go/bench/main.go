@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -45,7 +46,11 @@ func main() {
 	seconds := flag.Float64("seconds", 3, "seconds a run")
 	connections := flag.Int("connections", 16, "keep-alive connections of the load")
 	readme := flag.String("readme", "", "README to write the table into (none: print it)")
+	only := flag.String("variants", "", "comma-separated variants to run (a look at a few; the README table needs all)")
 	flag.Parse()
+	if *only != "" {
+		variants = strings.Split(*only, ",")
+	}
 	redisOf := map[string]string{"ours-script": *plain}
 	for _, v := range variants {
 		if redisOf[v] == "" {
@@ -249,6 +254,9 @@ func redisCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
 }
 
 func median(runs []run, field func(run) float64) float64 {
+	if len(runs) == 0 { // a variant left out (-variants)
+		return math.NaN()
+	}
 	values := make([]float64, len(runs))
 	for i, r := range runs {
 		values[i] = field(r)

@@ -196,10 +196,17 @@ func (c *Client) Close() error {
 	return err
 }
 
+// anys is args as go-redis takes them: the command's name a string (go-redis
+// reads it), the others pointers into args, which go-redis writes as the
+// strings (a string put in an interface is a copy allocated each).
 func anys(args []string) []any {
 	out := make([]any, len(args))
-	for i, a := range args {
-		out[i] = a
+	for i := range args {
+		if i == 0 {
+			out[i] = args[0]
+		} else {
+			out[i] = &args[i]
+		}
 	}
 	return out
 }
@@ -207,6 +214,9 @@ func anys(args []string) []any {
 // reply turns go-redis's reply into the limiter's: int64, string, []any,
 // nil; an error reply a ratelimit.ReplyError.
 func reply(v any, err error) (any, error) {
+	if err == nil {
+		return normalize(v), nil
+	}
 	if err == redis.Nil {
 		return nil, nil
 	}
@@ -220,22 +230,23 @@ func reply(v any, err error) (any, error) {
 	return normalize(v), nil
 }
 
-// normalize: RESP3 answers (a map, a double, a boolean) as RESP2 would give them.
+// normalize: RESP3 answers (a map, a double, a boolean) as RESP2 would give
+// them. An array is changed in place (and v returned as it came: no copy).
 func normalize(v any) any {
-	switch v := v.(type) {
+	switch t := v.(type) {
 	case []any:
-		for i := range v {
-			v[i] = normalize(v[i])
+		for i := range t {
+			t[i] = normalize(t[i])
 		}
 		return v
 	case map[any]any:
-		out := make([]any, 0, 2*len(v))
-		for k, value := range v {
+		out := make([]any, 0, 2*len(t))
+		for k, value := range t {
 			out = append(out, normalize(k), normalize(value))
 		}
 		return out
 	case bool:
-		if v {
+		if t {
 			return int64(1)
 		}
 		return nil

@@ -50,7 +50,7 @@ func (l syscallLateConn) SyscallConn() (syscall.RawConn, error) {
 func (l *lateConn) Write(b []byte) (int, error) {
 	if l.reading {
 		l.timedOut.Store(false)
-		l.written, l.read, l.reading = l.written[:0], l.read[:0], false
+		l.written, l.read, l.reading = reuse(l.written), reuse(l.read), false
 	}
 	l.written = append(l.written, b...)
 	return l.Conn.Write(b)
@@ -64,6 +64,15 @@ func (l *lateConn) Read(b []byte) (int, error) {
 		l.timedOut.Store(true)
 	}
 	return n, err
+}
+
+// reuse is b emptied, or nil when a large command (FUNCTION LOAD) grew it:
+// each connection keeps a few hundred bytes, not the Lua library.
+func reuse(b []byte) []byte {
+	if cap(b) > 4096 {
+		return nil
+	}
+	return b[:0]
 }
 
 // Close closes the connection, unless a check's reply is still to come on it: then that is read first.

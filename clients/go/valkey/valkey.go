@@ -149,23 +149,22 @@ func (c *Client) Close() error {
 
 // normalize: RESP3 answers (a boolean, an error inside an array) as the limiter reads RESP2's.
 func normalize(v any) any {
-	switch v := v.(type) {
+	switch t := v.(type) {
 	case []any:
-		for i := range v {
-			v[i] = normalize(v[i])
+		for i := range t {
+			t[i] = normalize(t[i])
 		}
-		return v
+		return v // as it came: no copy of the slice
 	case bool:
-		if v {
+		if t {
 			return int64(1)
 		}
 		return nil
 	case error:
 		var reply *valkeygo.ValkeyError
-		if errors.As(v, &reply) {
+		if errors.As(t, &reply) {
 			return replyError(reply)
 		}
-		return v
 	}
 	return v
 }
