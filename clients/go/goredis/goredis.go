@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/late"
 )
 
 // Client is a ratelimit.Client over connections of its own, opened with the
@@ -23,12 +24,12 @@ import (
 // the limiter needs it: a sent command is never retried (it may have run),
 // a dial is tried once (a refused connection fails at once), a call waits
 // until its context's deadline (60 s without one), and a check's reply that
-// comes after that is still read (late.go).
+// comes after that is still read (internal/late).
 type Client struct {
 	single  *redis.Client
 	cluster *redis.ClusterClient
 
-	lates lates
+	lates late.Conns
 
 	mu     sync.Mutex
 	dials  map[string]uint64        // connections opened per node address
@@ -82,17 +83,13 @@ func New(rdb redis.UniversalClient) (*Client, error) {
 // app's configuration would register its handlers twice.
 var noNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
-// lateWait is how long a reply is awaited on a connection before it is
-// closed: the limiter still reads a timed-out check's reply that long.
-const lateWait = 60 * time.Second
-
 // limiterOptions: no retry of a sent command, one dial try, a reply awaited
-// until the context's deadline, or lateWait when it has none.
+// until the context's deadline, or late.Wait when it has none.
 func limiterOptions(maxRetries, dialerRetries *int, readTimeout, writeTimeout *time.Duration, contextTimeout *bool) {
 	*maxRetries = -1
 	*dialerRetries = 1
-	*readTimeout = lateWait
-	*writeTimeout = lateWait
+	*readTimeout = late.Wait
+	*writeTimeout = late.Wait
 	*contextTimeout = true
 }
 
@@ -112,7 +109,7 @@ func (c *Client) counting(dial func(ctx context.Context, network, addr string) (
 		c.dials[addr]++
 		c.dials[""]++
 		c.mu.Unlock()
-		return c.lates.wrap(conn), nil
+		return c.lates.Wrap(conn), nil
 	}
 }
 
@@ -154,10 +151,8 @@ func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error
 }
 
 // DoLate is Do for a check: a reply that comes after ctx's deadline goes to late.
-func (c *Client) DoLate(ctx context.Context, key string, late func(any), args ...string) (any, error) {
-	w := c.lates.want(args, late)
-	defer c.lates.unwant(w)
-	return c.Do(ctx, key, args...)
+func (c *Client) DoLate(ctx context.Context, key string, handle func(any), args ...string) (any, error) {
+	return c.lates.Do(args, handle, func() (any, error) { return c.Do(ctx, key, args...) })
 }
 
 // Node is the address of the primary serving key (its dial count), or on one server the server's.
@@ -185,14 +180,14 @@ func (c *Client) Close() error {
 	if closed {
 		return nil
 	}
-	c.lates.stop()
+	c.lates.Stop()
 	var err error
 	if c.single != nil {
 		err = c.single.Close()
 	} else {
 		err = c.cluster.Close()
 	}
-	c.lates.readers.Wait()
+	c.lates.Wait()
 	return err
 }
 

@@ -11,25 +11,24 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/late"
 )
 
-// lateWait is how long a reply is awaited on a connection before it is
-// closed: the limiter still reads a timed-out check's reply that long.
-const lateWait = 60 * time.Second
-
 // Client is a ratelimit.Client over a valkey-go client of its own, made
-// from the app's options with no retry of a sent command and replies
-// awaited up to 60 s (ConnWriteTimeout) so a timed-out check can be undone.
+// from the app's options with no retry of a sent command, replies awaited
+// up to 60 s (ConnWriteTimeout), and each call on a connection of valkey-go's
+// pool rather than pipelined with others (DisableAutoPipelining): valkey-go
+// drops the reply of a pipelined call its caller gave up on, and closes a
+// pool connection whose read hit its deadline, which then still reads a
+// timed-out check's reply (internal/late).
 type Client struct {
 	client  valkeygo.Client
 	cluster bool
-	lates   sync.WaitGroup // DoLate's calls still awaited
+	lates   late.Conns
 
 	mu    sync.Mutex
 	dials uint64
@@ -40,8 +39,9 @@ func New(opt valkeygo.ClientOption) (*Client, error) {
 	c := &Client{}
 	opt.DisableRetry = true
 	opt.DisableCache = true
-	if opt.ConnWriteTimeout < lateWait {
-		opt.ConnWriteTimeout = lateWait
+	opt.DisableAutoPipelining = true
+	if opt.ConnWriteTimeout < late.Wait {
+		opt.ConnWriteTimeout = late.Wait
 	}
 	dial := opt.DialFn
 	if dial == nil {
@@ -54,12 +54,13 @@ func New(opt valkeygo.ClientOption) (*Client, error) {
 	}
 	opt.DialFn = func(addr string, dialer *net.Dialer, config *tls.Config) (net.Conn, error) {
 		conn, err := dial(addr, dialer, config)
-		if err == nil {
-			c.mu.Lock()
-			c.dials++
-			c.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return conn, err
+		c.mu.Lock()
+		c.dials++
+		c.mu.Unlock()
+		return c.lates.Wrap(conn), nil
 	}
 	client, err := valkeygo.NewClient(opt)
 	if err != nil {
@@ -86,48 +87,10 @@ func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error
 	return normalize(v), nil
 }
 
-// DoLate is Do for a check: a reply that comes after ctx ends goes to late.
-// valkey-go drops the reply of a call its caller gave up on, so the call
-// runs on a goroutine of its own that awaits the reply (up to lateWait,
-// then valkey-go closes the connection).
-func (c *Client) DoLate(ctx context.Context, key string, late func(any), args ...string) (any, error) {
-	call := &lateCall{done: make(chan struct{})}
-	c.lates.Add(1)
-	go func() {
-		defer c.lates.Done()
-		call.reply, call.err = c.Do(context.Background(), key, args...)
-		if !call.state.CompareAndSwap(waiting, taken) && call.err == nil {
-			late(call.reply)
-		}
-		close(call.done)
-	}()
-	select {
-	case <-call.done:
-		return call.reply, call.err
-	case <-ctx.Done():
-	}
-	if call.state.CompareAndSwap(waiting, abandoned) {
-		return nil, ctx.Err()
-	}
-	<-call.done // the reply came just now: it is the caller's
-	return call.reply, call.err
+// DoLate is Do for a check: a reply that comes after ctx's deadline goes to handle.
+func (c *Client) DoLate(ctx context.Context, key string, handle func(any), args ...string) (any, error) {
+	return c.lates.Do(args, handle, func() (any, error) { return c.Do(ctx, key, args...) })
 }
-
-// lateCall is a DoLate call in flight.
-type lateCall struct {
-	done  chan struct{} // closed once reply and err are set
-	reply any
-	err   error
-	// state: waiting, then taken by its caller or abandoned (the caller
-	// gave up: the reply goes to late).
-	state atomic.Int32
-}
-
-const (
-	waiting int32 = iota
-	taken
-	abandoned
-)
 
 // Node cannot name a cluster's node by key here: one decision covers all
 // nodes, made again after any new connection.
@@ -142,6 +105,7 @@ func (c *Client) Cluster() bool { return c.cluster }
 
 // Close closes the connections, and returns once no late reply is awaited.
 func (c *Client) Close() error {
+	c.lates.Stop()
 	c.client.Close()
 	c.lates.Wait()
 	return nil

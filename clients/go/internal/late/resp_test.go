@@ -1,4 +1,4 @@
-package goredis
+package late
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 )
 
-// encode is a command as go-redis writes it: an array of bulk strings.
+// encode is a command as go-redis and valkey-go write it: an array of bulk strings.
 func encode(args ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))

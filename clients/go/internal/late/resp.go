@@ -1,4 +1,4 @@
-package goredis
+package late
 
 import (
 	"bufio"
@@ -11,10 +11,10 @@ import (
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 )
 
-// RESP as far as a late reply needs it (go-redis keeps its parser
-// internal): the commands go-redis wrote, and one reply read, RESP2 or
-// RESP3, as go-redis would return it: int64, string, float64, bool, nil,
-// []any, map[any]any; an error reply a ratelimit.ReplyError value.
+// RESP as far as a late reply needs it (go-redis and valkey-go keep their
+// parsers internal): the commands the library wrote, and one reply read,
+// RESP2 or RESP3: int64, string, float64, bool, nil, []any, map[any]any; an
+// error reply a ratelimit.ReplyError value.
 
 // Bounds on what a late reply may be: a check's reply is a few numbers.
 const (
@@ -25,7 +25,7 @@ const (
 
 var errProtocol = errors.New("goredis: not a RESP reply")
 
-// commands splits what go-redis wrote (arrays of bulk strings) into its
+// commands splits what the library wrote (arrays of bulk strings) into its
 // commands; false when it is not that.
 func commands(written []byte) ([][]string, bool) {
 	var out [][]string
@@ -160,4 +160,26 @@ func readBulk(r *bufio.Reader, text string) ([]byte, error) {
 		return nil, errProtocol
 	}
 	return data[:n], nil
+}
+
+// normalize: a RESP3 reply (a map, a boolean) as the limiter reads RESP2's.
+func normalize(v any) any {
+	switch t := v.(type) {
+	case []any:
+		for i := range t {
+			t[i] = normalize(t[i])
+		}
+	case map[any]any:
+		out := make([]any, 0, 2*len(t))
+		for k, value := range t {
+			out = append(out, normalize(k), normalize(value))
+		}
+		return out
+	case bool:
+		if t {
+			return int64(1)
+		}
+		return nil
+	}
+	return v
 }
