@@ -14,7 +14,7 @@ import (
 // The hot path against a real redis-server with the module: admitted (a
 // round trip a request) and denied (the denial cache), through the
 // net/http middleware and Check alone, with the CPU this process and
-// Redis use a request beside ns/op (servers.CPUPerOp).
+// Redis use a request beside ns/op (servers.BenchHandler, CPUPerOp).
 // go test -run XXX -bench 'Middleware|Check' -benchmem (-memprofile, -cpuprofile).
 var hotPaths = []struct {
 	path  string
@@ -36,21 +36,7 @@ func BenchmarkMiddleware(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			handler := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-			req := httptest.NewRequest(http.MethodGet, "/", nil)
-			handler.ServeHTTP(httptest.NewRecorder(), req) // the denied path's one admitted request
-			b.ReportAllocs()
-			b.ResetTimer()
-			report := servers.CPUPerOp(b, redis)
-			for i := 0; i < b.N; i++ {
-				w := httptest.NewRecorder()
-				handler.ServeHTTP(w, req)
-				if w.Code != c.want {
-					b.Fatalf("status %d", w.Code)
-				}
-			}
-			b.StopTimer()
-			report()
+			servers.BenchHandler(b, redis, mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })), c.want)
 		})
 	}
 }

@@ -210,7 +210,7 @@ func anys(args []string) []any {
 // nil; an error reply a ratelimit.ReplyError.
 func reply(v any, err error) (any, error) {
 	if err == nil {
-		return normalize(v), nil
+		return late.Normalize(v), nil
 	}
 	if err == redis.Nil {
 		return nil, nil
@@ -219,32 +219,5 @@ func reply(v any, err error) (any, error) {
 	if errors.As(err, &redisErr) {
 		return nil, ratelimit.ReplyError(redisErr.Error())
 	}
-	if err != nil {
-		return nil, err
-	}
-	return normalize(v), nil
-}
-
-// normalize: RESP3 answers (a map, a double, a boolean) as RESP2 would give
-// them. An array is changed in place (and v returned as it came: no copy).
-func normalize(v any) any {
-	switch t := v.(type) {
-	case []any:
-		for i := range t {
-			t[i] = normalize(t[i])
-		}
-		return v
-	case map[any]any:
-		out := make([]any, 0, 2*len(t))
-		for k, value := range t {
-			out = append(out, normalize(k), normalize(value))
-		}
-		return out
-	case bool:
-		if t {
-			return int64(1)
-		}
-		return nil
-	}
-	return v
+	return nil, err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -38,20 +37,7 @@ func BenchmarkApps(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer closeLimiter()
-				req := httptest.NewRequest(http.MethodGet, "/", nil)
-				handler.ServeHTTP(httptest.NewRecorder(), req) // the denied path's one admitted request
-				b.ReportAllocs()
-				b.ResetTimer()
-				report := servers.CPUPerOp(b, server)
-				for i := 0; i < b.N; i++ {
-					w := httptest.NewRecorder()
-					handler.ServeHTTP(w, req)
-					if w.Code != want {
-						b.Fatalf("status %d", w.Code)
-					}
-				}
-				b.StopTimer()
-				report()
+				servers.BenchHandler(b, server, handler, want)
 			})
 		}
 	}

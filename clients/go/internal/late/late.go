@@ -204,6 +204,6 @@ func (l *conn) readLate(late func(any), replies int) {
 		}
 	}
 	if _, failed := reply.(ratelimit.ReplyError); !failed {
-		late(normalize(reply))
+		late(Normalize(reply))
 	}
 }

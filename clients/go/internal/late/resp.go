@@ -162,17 +162,19 @@ func readBulk(r *bufio.Reader, text string) ([]byte, error) {
 	return data[:n], nil
 }
 
-// normalize: a RESP3 reply (a map, a boolean) as the limiter reads RESP2's.
-func normalize(v any) any {
+// Normalize is a RESP3 reply as go-redis gives it (a map, a boolean) as the
+// limiter reads RESP2's; an array is changed in place and v returned as it
+// came (no copy).
+func Normalize(v any) any {
 	switch t := v.(type) {
 	case []any:
 		for i := range t {
-			t[i] = normalize(t[i])
+			t[i] = Normalize(t[i])
 		}
 	case map[any]any:
 		out := make([]any, 0, 2*len(t))
 		for k, value := range t {
-			out = append(out, normalize(k), normalize(value))
+			out = append(out, Normalize(k), Normalize(value))
 		}
 		return out
 	case bool:

@@ -1,12 +1,35 @@
 package servers
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// BenchHandler serves b.N requests (GET /, one at a time) with handler,
+// each answered with status want, after one not counted (a denied path's
+// admitted request), and reports the CPU they cost (CPUPerOp).
+func BenchHandler(b *testing.B, s *Server, handler http.Handler, want int) {
+	b.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	handler.ServeHTTP(httptest.NewRecorder(), req)
+	b.ReportAllocs()
+	b.ResetTimer()
+	report := CPUPerOp(b, s)
+	for i := 0; i < b.N; i++ {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, req)
+		if w.Code != want {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+	b.StopTimer()
+	report()
+}
 
 // CPUPerOp starts counting the CPU this process and s use; the function
 // it returns, called once the benchmark's loop is done, reports both a
