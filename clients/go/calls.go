@@ -21,10 +21,11 @@ func (e timeoutError) Error() string {
 	return fmt.Sprintf("no answer from Redis within %s", e.after)
 }
 
-// multi sends the charges' RL.MULTI and waits for it until deadline (the
-// check's: ctx's is not later); a late reply that took something is undone.
-func (c *core) multi(ctx context.Context, deadline time.Time, charges []charge) (any, error) {
-	budget := time.Until(deadline)
+// multi sends the charges' RL.MULTI, at now, and waits for it until
+// deadline (the check's: ctx's is not later); a late reply that took
+// something is undone.
+func (c *core) multi(ctx context.Context, now, deadline time.Time, charges []charge) (any, error) {
+	budget := deadline.Sub(now)
 	ctx, deadline = c.deadlines.within(ctx, deadline)
 	late := func(reply any) { c.undoMulti(c.base, charges, reply) }
 	reply, err := c.modes.send(ctx, charges[0].key, multiArgs(charges), late)
@@ -35,8 +36,10 @@ func (c *core) multi(ctx context.Context, deadline time.Time, charges []charge) 
 }
 
 // deadline is the context's deadline or the limiter's timeout from now, whichever comes first.
-func (c *core) deadline(ctx context.Context) time.Time {
-	deadline := time.Now().Add(c.timeout)
+func (c *core) deadline(ctx context.Context) time.Time { return c.deadlineAt(ctx, time.Now()) }
+
+func (c *core) deadlineAt(ctx context.Context, now time.Time) time.Time {
+	deadline := now.Add(c.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		return d
 	}

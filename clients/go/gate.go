@@ -100,7 +100,11 @@ func (g *Gate[R]) Decide(ctx context.Context, req R) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	v := Verdict{Decision: d, Fields: g.opts.Headers.Fields(d, time.Now())}
+	var now time.Time // legacy's X-RateLimit-Reset alone reads the clock
+	if g.opts.Headers == HeadersLegacy {
+		now = time.Now()
+	}
+	v := Verdict{Decision: d, Fields: g.opts.Headers.Fields(d, now)}
 	if !d.Allowed {
 		v.Status, v.Body = g.opts.StatusCode, deniedBody(d, g.denied)
 	} else if g.opts.Throttle {

@@ -165,7 +165,7 @@ func (c *core) check(ctx context.Context, charges []charge) (*Decision, error) {
 		return c.unavailable(charges, nil, 0)
 	}
 	started := time.Now()
-	decision, err := c.decide(ctx, charges)
+	decision, err := c.decide(ctx, charges, started)
 	took := time.Since(started)
 	switch {
 	case err == nil:
@@ -252,13 +252,14 @@ func (c *core) logUnavailable(tried bool, cause error, handling string) {
 
 // decide sends one RL.MULTI, or on a cluster one per hash tag, giving back
 // what the others took when one denies or fails.
-func (c *core) decide(ctx context.Context, charges []charge) (*Decision, error) {
+func (c *core) decide(ctx context.Context, charges []charge, now time.Time) (*Decision, error) {
+	deadline := c.deadlineAt(ctx, now)
 	groups := [][]int{nil}
 	if c.cluster {
 		groups = groupByTag(charges)
 	}
 	if len(groups) == 1 {
-		reply, err := c.multi(ctx, c.deadline(ctx), charges)
+		reply, err := c.multi(ctx, now, deadline, charges)
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +269,7 @@ func (c *core) decide(ctx context.Context, charges []charge) (*Decision, error) 
 		}
 		return decisionOf(charges, limits, allowed, outcomeOf(allowed)), nil
 	}
-	return c.acrossSlots(ctx, charges, groups)
+	return c.acrossSlots(ctx, charges, groups, now, deadline)
 }
 
 func outcomeOf(allowed bool) Outcome {
@@ -281,8 +282,7 @@ func outcomeOf(allowed bool) Outcome {
 // acrossSlots: one RL.MULTI per hash tag, all sent at once. When one denies
 // or fails, the others that took their units give them back (refunds,
 // leases released), and report their state after that.
-func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int) (*Decision, error) {
-	deadline := c.deadline(ctx)
+func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int, now, deadline time.Time) (*Decision, error) {
 	parts := make([][]charge, len(groups))
 	replies := make([]any, len(groups))
 	errs := make([]error, len(groups))
@@ -295,7 +295,7 @@ func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int
 		sent.Add(1)
 		go func() {
 			defer sent.Done()
-			replies[g], errs[g] = c.multi(ctx, deadline, parts[g])
+			replies[g], errs[g] = c.multi(ctx, now, deadline, parts[g])
 		}()
 	}
 	sent.Wait()
