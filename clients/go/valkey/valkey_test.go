@@ -154,3 +154,28 @@ func TestTimedOutCheckUndone(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Closing while a timed-out check's reply is awaited (the server stopped)
+// returns at once, leaving no goroutine (TestMain's goleak).
+func TestCloseWhileALateReplyIsAwaited(t *testing.T) {
+	server := servers.Start(t, servers.Options{})
+	client, err := valkey.New(valkeygo.ClientOption{InitAddress: []string{server.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(client, ratelimit.Options[string]{Key: keyed, Timeout: 200 * time.Millisecond, Limits: limits[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, l, "warm")
+	server.Pause()
+	defer server.Resume()
+	if d := check(t, l, "k"); d.Outcome != ratelimit.OutcomeUnavailableOpen {
+		t.Fatalf("%+v", d)
+	}
+	started := time.Now()
+	l.Close()
+	if took := time.Since(started); took > 2*time.Second {
+		t.Fatalf("Close took %s", took)
+	}
+}
