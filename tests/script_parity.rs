@@ -1628,15 +1628,14 @@ fn a_cluster_without_the_module_agrees_with_the_module(load: Load) {
     assert!(reply.starts_with("CROSSSLOT"), "{reply}");
 }
 
-/// The session of the README's "Any Redis (no module)", line by line, on
+/// The session of docs/script-mode.md, line by line, on
 /// a server without the module: each `> command` gives the line after it.
 /// Its FUNCTION LOAD and SCRIPT LOAD load the file as the clients do;
 /// `ratelimit_<v>` and `<sha1>` stand for what they return.
 #[test]
-fn the_readme_session_runs_as_shown() {
-    let readme = include_str!("../README.md");
-    let section = readme.split("## Any Redis (no module)").nth(1).expect("the README section");
-    let block = section.split("```").nth(1).expect("its session");
+fn the_script_mode_session_runs_as_shown() {
+    let doc = include_str!("../docs/script-mode.md");
+    let block = doc.split("```").nth(1).expect("its session");
     let server = start_without_module(&[]);
     let con = &mut server.connect();
     let (mut sha, mut library) = (String::new(), String::new());
