@@ -5,6 +5,7 @@ failing at once, probing about once a second, resuming."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -29,9 +30,9 @@ def test_the_options_are_checked(own_server: Server) -> None:
     for bad in (0, 1.5, True):
         with pytest.raises(ConfigurationError, match=r"^instances: must be an integer >= 1, the processes sharing the limits \(got "):
             RateLimiter(client, LIMIT, instances=bad)  # type: ignore[arg-type]
-    assert RateLimiter(client, LIMIT, fail_open=False).core.on_unavailable == "closed"
-    assert RateLimiter(client, LIMIT, fail_open=True).core.on_unavailable == "open"
-    assert RateLimiter(client, LIMIT).core.on_unavailable == "open"
+    assert RateLimiter(client, LIMIT, fail_open=False).core.options.on_unavailable == "closed"
+    assert RateLimiter(client, LIMIT, fail_open=True).core.options.on_unavailable == "open"
+    assert RateLimiter(client, LIMIT).core.options.on_unavailable == "open"
 
 
 def test_local_limits_in_process_with_each_limit_divided_among_instances(own_server: Server) -> None:
@@ -122,3 +123,46 @@ def test_redis_is_tried_again_about_once_a_second(own_server: Server, broken: li
         time.sleep(0.01)
     # The first check, then a probe about once a second: 3 or 4, never one per check.
     assert calls > 100 and 3 <= len(broken) <= 5
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_probe_that_fails_unexpectedly_still_lets_limiting_resume(own_server: Server, flavour: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The probe tells the outage how it went whatever happens to it (its
+    `finally`). Here the request that finds a probe due has a key that
+    cannot be sent (a lone surrogate: hiredis raises UnicodeEncodeError,
+    no Redis error): the probe fails, and the next one, a second later,
+    still finds Redis back. (The sync limiter used to tell the outage
+    only after a call that returned or raised a Redis error: it then
+    waited for that probe forever, answering by its policy for good.)"""
+
+    async def check(limiter: Any, key: str) -> Any:
+        try:
+            return await limiter.check(key) if flavour == "asyncio" else limiter.check(key)
+        except RateLimiterUnavailable:
+            return None
+
+    async def run() -> Any:
+        if flavour == "asyncio":
+            client: Any = redis.asyncio.Redis(port=own_server.port)
+            limiter: Any = AsyncRateLimiter(client, LIMIT, key=lambda request: request, on_unavailable="closed")
+        else:
+            client = redis.Redis(port=own_server.port)
+            limiter = RateLimiter(client, LIMIT, key=lambda request: request, on_unavailable="closed")
+        own_server.stop()
+        assert await check(limiter, "k") is None  # the outage begins
+        own_server.start()
+        await asyncio.sleep(1.05)
+        with caplog.at_level(logging.WARNING, logger="redis_ratelimit_client"):
+            assert await check(limiter, "\udc80") is None  # the probe is due: it takes this request's key
+            await asyncio.sleep(0.2)
+        assert [m for m in caplog.messages if m.startswith("rate limiter: probe failed: UnicodeEncodeError(")]
+        back = time.monotonic()
+        decision = await check(limiter, "k")
+        while decision is None and time.monotonic() - back < 3:
+            await asyncio.sleep(0.05)
+            decision = await check(limiter, "k")
+        await client.aclose() if flavour == "asyncio" else client.close()
+        return decision
+
+    decision = asyncio.run(run())
+    assert decision is not None and decision.limits[0].remaining == 3
