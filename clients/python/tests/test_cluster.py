@@ -164,7 +164,7 @@ def test_an_error_in_one_slot_gives_back_the_others(rc: redis.cluster.RedisClust
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         limiter.check("erin")
     for name, spec in (("per-user", ["FIXEDWINDOW", "2", "1000000"]), ("per-user-log", ["SLIDINGLOG", "10", "1000000"])):
-        assert rc.exists(f"ratelimit:{{user:erin}}:{name}") == 0, name  # given back: fresh again, so no key
+        assert rc.type(f"ratelimit:{{user:erin}}:{name}") == "none", name  # given back: fresh again, so no key (rc.exists: redis-py 6.2 warns inside)
         assert peek_remaining(rc, mode, "RL.PEEK", f"ratelimit:{{user:erin}}:{name}", *spec, "*", "0") == int(spec[1])
 
 

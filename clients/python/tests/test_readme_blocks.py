@@ -24,7 +24,7 @@ import redis
 from modes import peek_remaining
 from servers import Server
 from test_readme import README, example, post
-from web import get, rate_headers, serve_asgi, serve_wsgi
+from web import close_redis_connections, get, rate_headers, serve_asgi, serve_wsgi
 from windows import wait_for_window_with
 
 
@@ -136,6 +136,7 @@ def test_the_reserve_then_give_back_example(own_server: Server, mode: str, monke
             answers.append(await ns["complete"](SCOPE, "down", model))  # Redis down: failing open, nothing to give back
         finally:
             own_server.start()
+        await close_redis_connections()  # the example's client, as the app's shutdown closes it
         return answers
 
     assert asyncio.run(twice()) == ["echo hi", "echo down"]
@@ -168,6 +169,7 @@ def test_the_concurrency_example(own_server: Server, mode: str, monkeypatch: pyt
         after = free()
         with pytest.raises(RuntimeError):
             await ns["export"]("acme", failing_export)
+        await close_redis_connections()  # the example's client, as the app's shutdown closes it
         return [fourth, other, finished, after, free()]
 
     assert asyncio.run(exports()) == [None, "other tenant", ["exported"] * 3, 3, 3]

@@ -23,8 +23,8 @@ from typing import Any, Awaitable, Callable, Generator, Generic, Mapping, Option
 from redis.exceptions import RedisError
 
 from . import transport
-from .commands import Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, renew_args, result
-from .commands import taken_back
+from .commands import Call, Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, renew_args
+from .commands import result, taken_back, undo_args
 from .deadlines import Deadlines
 from .decision import Decision, LimitResult
 from .denials import DenialCache
@@ -54,8 +54,8 @@ class Await:
         self.value = value
 
 
-#: Yields module calls (argument lists) or Await; gets each reply back.
-Flow = Generator[Union[list[str], Await], Any, T]
+#: Yields module calls or Await; gets each reply back.
+Flow = Generator[Union[Call, Await], Any, T]
 #: Runs a flow in the background (a thread, a task): the probe.
 Background = Callable[[Flow[None]], None]
 Units = Optional[Mapping[str, int]]
@@ -108,7 +108,7 @@ class Core:
         started = time.perf_counter()
         try:
             for group in self.groups(charges):
-                outcomes.append(multi_results(group, (yield multi_args(group))))
+                outcomes.append(multi_results(group, (yield Call(multi_args(group), functools.partial(undo_args, group)))))
         except (transport.Unavailable, RedisError) as error:
             seconds = time.perf_counter() - started
             self.metrics.redis_call(seconds, error)
@@ -134,7 +134,7 @@ class Core:
                     after = {}
                     for r in outcome[2]:
                         if taken_back(r):
-                            after[r.key] = given_back(r, (yield give_back_args(r)))
+                            after[r.key] = given_back(r, (yield Call(give_back_args(r))))
                     outcome = (True, 0, [after.get(r.key, r) for r in outcome[2]])
                 except (transport.Unavailable, RedisError) as error:
                     log.warning("rate limiter: units taken for a denied request not given back: %s", error)
@@ -148,7 +148,7 @@ class Core:
         leave the outage waiting for it forever."""
         answered = False
         try:
-            yield peek_args(charge)
+            yield Call(peek_args(charge))
             answered = True
         except RedisError:  # an error reply is an answer: Redis is back
             answered = True
@@ -166,7 +166,7 @@ class Core:
         results = []
         try:
             for charge in charges:
-                results.append(result(charge, (yield peek_args(charge))))
+                results.append(result(charge, (yield Call(peek_args(charge)))))
         except transport.Unavailable as error:
             self.failed(error)
             return self.peek_unavailable(error)
@@ -178,7 +178,7 @@ class Core:
             return False  # logged when the outage began
         try:
             for r, n in given:
-                yield refund_args(charge_of(r), n)
+                yield Call(refund_args(charge_of(r), n))
         except transport.Unavailable as error:
             self.failed(error)
             log.warning("rate limiter: refund not made, Redis unavailable: %s", error)
@@ -188,7 +188,7 @@ class Core:
     def release(self, decision: Decision) -> Flow[None]:
         for held in self.to_release(decision):
             try:
-                yield release_args(held)
+                yield Call(release_args(held))
             except (transport.Unavailable, RedisError) as error:
                 self.release_failed(error)
 
@@ -199,7 +199,7 @@ class Core:
         replies = []
         try:
             for held in decision.leases:
-                replies.append((yield renew_args(held)))
+                replies.append((yield Call(renew_args(held))))
         except transport.Unavailable as error:
             self.failed(error)
             raise RateLimiterUnavailable(str(error)) from error

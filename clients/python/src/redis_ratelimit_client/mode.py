@@ -26,6 +26,16 @@ MODES: tuple[Mode, ...] = ("auto", "module", "script")
 Talk = Generator[list[str], Any, Any]
 
 
+#: Commands a talk sends before the call itself (mode lookup, redirects).
+_SETUP = frozenset(("COMMAND", "ASKING"))
+
+
+def takes(command: list[str]) -> bool:
+    """Whether `command` is the call itself (the module command, or the
+    script call that runs it), which may take units, not one that sets it up."""
+    return command[0] not in _SETUP
+
+
 def check_mode(mode: object) -> Mode:
     if mode not in MODES:
         raise ConfigurationError(f"mode: must be one of {', '.join(MODES)} (got {mode!r})")
