@@ -166,3 +166,79 @@ def test_a_probe_that_fails_unexpectedly_still_lets_limiting_resume(own_server: 
 
     decision = asyncio.run(run())
     assert decision is not None and decision.limits[0].remaining == 3
+
+
+SLOTS = Limit("concurrency", 5, lease=30, name="slots")
+BURST = Limit("tokenbucket", 100, rate=1, name="burst")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_concurrency_limit_holds_slots_in_process_while_the_limiter_is_open(own_server: Server, flavour: str) -> None:
+    """By default (the limiter "open") a concurrency limit is "local": while
+    Redis cannot answer, the process holds its share of the slots (5 among
+    2 instances: 2) and the other limits pass unchecked, left out of the
+    decision; a release gives the slot back in process."""
+
+    async def run() -> list[Any]:
+        if flavour == "asyncio":
+            client: Any = redis.asyncio.Redis(port=own_server.port)
+            limiter: Any = AsyncRateLimiter(client, [SLOTS, BURST], key=lambda request: "k", instances=2)
+        else:
+            client = redis.Redis(port=own_server.port)
+            limiter = RateLimiter(client, [SLOTS, BURST], key=lambda request: "k", instances=2)
+
+        async def call(name: str, *args: Any) -> Any:
+            result = getattr(limiter, name)(*args)
+            return await result if flavour == "asyncio" else result
+
+        own_server.stop()
+        try:
+            decisions = [await call("check") for _ in range(3)]
+            out: list[Any] = [[(d.local, d.allowed, d.retry_after_ms, [(x.name, x.limit, x.remaining, x.lease_id) for x in d.limits]) for d in decisions]]
+            await call("release", decisions[0])
+            again = await call("check")
+            out.append((again.allowed, again.limits[0].lease_id))
+        finally:
+            own_server.start()
+        await client.aclose() if flavour == "asyncio" else client.close()
+        return out
+
+    assert asyncio.run(run()) == [
+        [
+            (True, True, 0, [("slots", 2, 1, 1)]),
+            (True, True, 0, [("slots", 2, 0, 2)]),
+            (True, False, 1000, [("slots", 2, 0, 0)]),  # denied in process, told to retry after the hint
+        ],
+        (True, 3),
+    ]
+
+
+def test_each_limit_answers_by_its_own_policy(own_server: Server) -> None:
+    """While Redis cannot answer: a request with a "closed" limit is refused
+    (503), whatever the others say; one whose limits are all "open" passes
+    (None); a concurrency limit set "open" takes no slot."""
+    client = redis.Redis(port=own_server.port)
+
+    def limiter(*limits: Limit, **options: Any) -> RateLimiter:
+        return RateLimiter(client, list(limits), key=lambda request: "k", **options)
+
+    closed_one = limiter(SLOTS, Limit("fixedwindow", 10, window=60, name="strict", on_unavailable="closed"))
+    all_open = limiter(Limit("concurrency", 5, lease=30, name="slots", on_unavailable="open"), BURST)
+    local_window = limiter(BURST, Limit("fixedwindow", 1, window=60, name="w", on_unavailable="local"), on_unavailable="closed")
+    local_window_too = limiter(BURST, Limit("fixedwindow", 1, window=60, name="w", on_unavailable="local"))
+    assert [x.options.policies for x in (closed_one.core, all_open.core, local_window.core)] == [
+        {"slots": "local", "strict": "closed"}, {"slots": "open", "burst": "open"}, {"burst": "closed", "w": "local"}]
+    own_server.stop()
+    try:
+        with pytest.raises(RateLimiterUnavailable):
+            closed_one.check()
+        with pytest.raises(RateLimiterUnavailable):
+            closed_one.peek()
+        assert [all_open.check() for _ in range(10)] == [None] * 10
+        with pytest.raises(RateLimiterUnavailable):
+            local_window.check()  # its bucket is closed
+        decisions = [local_window_too.check() for _ in range(2)]
+        assert [(d.allowed, [x.name for x in d.limits]) for d in decisions if d] == [(True, ["w"]), (False, ["w"])]
+    finally:
+        own_server.start()
+    client.close()

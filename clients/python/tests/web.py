@@ -151,7 +151,7 @@ def check_scenario(open_port: int, closed_port: int, redis_server: Server, fail_
 # the scenario sets the gate, `/boom` raises in the handler.
 SLOTS = Limit("concurrency", 2, lease=30, name="slots")
 SLOTS_POLICY = '"slots";q=2;qu="concurrent-requests"'
-SLOTS_DENIED_BODY = {**DENIED_BODY, "retry_after_seconds": 30}
+SLOTS_DENIED_BODY = {**DENIED_BODY, "retry_after_seconds": 1}
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 5) -> None:
@@ -178,7 +178,7 @@ def check_concurrency_scenario(port: int, r: redis.Redis, mode: str, gate: threa
         assert (status, body, rate_headers(headers)) == (200, "ok", {"ratelimit-policy": SLOTS_POLICY, "ratelimit": '"slots";r=1;t=30'})
     assert free("203.0.113.11") == 2
 
-    # Two slow requests hold both slots: the third is denied, with the lease's wait.
+    # Two slow requests hold both slots: the third is denied, told to retry after the limit's hint (1 s), not the lease's 30 s.
     slow: list[Response] = []
     threads = [threading.Thread(target=lambda: slow.append(get(port, "/slow", "203.0.113.12"))) for _ in range(2)]
     for thread in threads:
@@ -186,7 +186,7 @@ def check_concurrency_scenario(port: int, r: redis.Redis, mode: str, gate: threa
     wait_for(lambda: free("203.0.113.12") == 0)
     status, headers, body = get(port, "/ok", "203.0.113.12")
     assert (status, body) == (429, SLOTS_DENIED_BODY)
-    assert rate_headers(headers) == {"ratelimit-policy": SLOTS_POLICY, "ratelimit": '"slots";r=0;t=30', "retry-after": "30"}
+    assert rate_headers(headers) == {"ratelimit-policy": SLOTS_POLICY, "ratelimit": '"slots";r=0;t=1', "retry-after": "1"}
     status, _, _ = get(port, "/ok", "203.0.113.12")
     assert status == 429  # asked Redis again: a concurrency denial is never answered in process
     gate.set()

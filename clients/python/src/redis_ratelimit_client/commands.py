@@ -89,9 +89,14 @@ def given_back(r: LimitResult, reply: Sequence[Any]) -> LimitResult:
 
 def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
     """A limit's reply fields, [allowed, remaining, limit, retry_after_ms,
-    reset_after_ms (, delay_ms or lease_id)], named."""
+    reset_after_ms (, delay_ms or lease_id)], named. A concurrency limit
+    that denies waits its `retry_after` hint, or the module's figure when
+    that is shorter (when enough leases run out: a release frees a slot
+    much sooner); never (-1) stays never."""
     numbers = [int(x) for x in fields]
     sixth = numbers[5] if len(numbers) > 5 else None
+    if charge.spec.is_concurrency and numbers[3] > 0:
+        numbers[3] = min(numbers[3], charge.spec.retry_after_ms)
     return LimitResult(
         name=charge.name,
         key=charge.key,
@@ -109,8 +114,14 @@ def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
 
 
 def multi_results(charges: Sequence[Charge], reply: Sequence[Any]) -> tuple[bool, int, list[LimitResult]]:
-    """RL.MULTI's reply: [allowed, retry_after_ms, [fields of limit 1], ...]."""
-    return int(reply[0]) == 1, int(reply[1]), [result(c, f) for c, f in zip(charges, reply[2:])]
+    """RL.MULTI's reply: [allowed, retry_after_ms, [fields of limit 1], ...];
+    a denial's wait is its denying limits' largest (as the module's, with
+    a concurrency limit's hint in it), -1 when one can never admit."""
+    results = [result(c, f) for c, f in zip(charges, reply[2:])]
+    if int(reply[0]) == 1:
+        return True, 0, results
+    waits = [r.retry_after_ms for r in results if not r.allowed]
+    return False, (-1 if -1 in waits else max(waits, default=int(reply[1]))), results
 
 
 def undo_args(charges: Sequence[Charge], reply: Sequence[Any]) -> list[list[str]]:

@@ -29,7 +29,7 @@ from .deadlines import Deadlines
 from .decision import Decision, LimitResult
 from .denials import DenialCache
 from .limits import ConfigurationError, KeyFunction, Limit, check_integer
-from .local import LocalLimiter, micros
+from .local import LocalLimiter, micros, share
 from .metrics import Metrics, OnDecision
 from .mode import Mode
 from .options import Options
@@ -70,7 +70,7 @@ class Core:
         self.options = options
         self.cluster = cluster
         self.outage = Outage()
-        self.local = LocalLimiter() if options.on_unavailable == "local" else None
+        self.local = LocalLimiter() if "local" in options.policies.values() else None
         self.denials = DenialCache(options.denial_cache)
         self.metrics = Metrics(",".join(options.names), options.on_decision)
 
@@ -162,14 +162,14 @@ class Core:
     def peek(self, request: Any) -> Flow[Optional[Decision]]:
         charges = yield from self.charges(request)
         if self.down():
-            return self.peek_unavailable(self.still_down())
+            return self.peek_unavailable(self.still_down(), charges)
         results = []
         try:
             for charge in charges:
                 results.append(result(charge, (yield Call(peek_args(charge)))))
         except transport.Unavailable as error:
             self.failed(error)
-            return self.peek_unavailable(error)
+            return self.peek_unavailable(error, charges)
         return self.peeked(results, charges)
 
     def refund(self, decision: Decision, units: Units) -> Flow[bool]:
@@ -333,27 +333,36 @@ class Core:
             log.warning("rate limiter: Redis unavailable, answering by on_unavailable=%r until it is back: %s", self.options.on_unavailable, error)
 
     def unavailable(self, error: Exception, charges: list[Charge], seconds: Optional[float] = None) -> Optional[Decision]:
-        """The policy's answer while Redis is unavailable."""
-        if self.options.on_unavailable == "closed":
+        """The answer while Redis is unavailable, by each limit's policy:
+        503 when one is "closed"; else the in-process limiter over the
+        "local" ones (the "open" ones pass unchecked, left out of the
+        decision); else a pass."""
+        policies = self.options.policies
+        if any(policies[c.name] == "closed" for c in charges):
             self.metrics.decided("unavailable_closed", None, seconds, error)
             raise RateLimiterUnavailable(str(error)) from error
-        if self.local is None:
+        local = [c for c in charges if policies[c.name] == "local"]
+        if not local:
             self.metrics.decided("unavailable_open", None, seconds, error)
             return None
-        decision = self.local_decision(charges)
+        decision = self.local_decision(local)
         self.metrics.decided("unavailable_local_allowed" if decision.allowed else "unavailable_local_denied", decision, seconds, error)
         return decision
 
     def local_decision(self, charges: list[Charge]) -> Decision:
-        """In process, each limit divided among `instances` (local.py)."""
-        shares = [dataclasses.replace(c, limit=max(1, c.limit // self.options.instances)) for c in charges]
-        specs = [(c.spec.algorithm, c.limit, c.spec.parameter_text, c.cost) for c in shares]
+        """In process, each limit this instance's share (local.share)."""
+        shares, specs = [], []
+        for c in charges:
+            size, parameter = share(c.spec.algorithm, c.limit, c.spec.parameter_text, self.options.instances)
+            spec = dataclasses.replace(c.spec, rate=float(parameter)) if c.spec.is_bucket else c.spec  # for the headers' w and t
+            shares.append(dataclasses.replace(c, spec=spec, limit=size))
+            specs.append((c.spec.algorithm, size, parameter, c.cost))
         assert self.local is not None
         reply = self.local.multi([c.key for c in shares], time.time_ns() // 1000, specs)
         return dataclasses.replace(self.combine([multi_results(shares, reply)], shares), local=True)
 
-    def peek_unavailable(self, error: Exception) -> Optional[Decision]:
-        if self.options.on_unavailable == "closed":
+    def peek_unavailable(self, error: Exception, charges: list[Charge]) -> Optional[Decision]:
+        if any(self.options.policies[c.name] == "closed" for c in charges):
             raise RateLimiterUnavailable(str(error)) from error
         return None
 

@@ -68,6 +68,11 @@ class Options:
         if on_unavailable is not None and on_unavailable not in POLICIES:
             raise ConfigurationError(f"on_unavailable: must be one of {', '.join(POLICIES)} (got {on_unavailable!r})")
         self.on_unavailable: OnUnavailable = on_unavailable or ("closed" if fail_open is False else "open")
+        #: Each limit's own policy (by name): its on_unavailable, else the
+        #: limiter's; a concurrency limit's "local" (never unbounded load).
+        self.policies: dict[str, OnUnavailable] = {
+            name: limit.on_unavailable or ("local" if limit.is_concurrency else self.on_unavailable) for limit, name in self.limits
+        }
         if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
             raise ConfigurationError(f"instances: must be an integer >= 1, the processes sharing the limits (got {instances!r})")
         self.instances = instances
