@@ -26,7 +26,7 @@ from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_
 from redis_ratelimit_client.asgi import RateLimitMiddleware
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
-from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_asgi
+from web import HEADER_CHOICES, HEADERS_LIMIT, SLOTS, check_concurrency_scenario, check_headers_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_asgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -254,3 +254,43 @@ def test_asgi_streamed_response_holds_its_slot_until_sent(server: Server, r: red
     app.add_middleware(RateLimitMiddleware, limiter=concurrency_limiter(server))
     with serve_asgi(app) as port:
         check_streamed_slot(port, r, mode, gate)
+
+
+def test_each_headers_choice_in_starlette_and_litestar(module_server: Server) -> None:
+    with module_server.client() as admin:
+        admin.flushall()
+    for i, choice in enumerate(HEADER_CHOICES):
+        def limiter() -> AsyncRateLimiter:  # one per app: each app runs in an event loop of its own
+            return AsyncRateLimiter(redis.asyncio.Redis(port=module_server.port), HEADERS_LIMIT, key=by_ip(trusted_proxies=1))
+
+        async def ok(request: Request) -> Response:
+            return Response("ok", media_type="text/plain")
+
+        starlette = Starlette(routes=[Route("/ok", ok)])
+        starlette.add_middleware(RateLimitMiddleware, limiter=limiter(), headers=choice)
+
+        @litestar_get("/ok", media_type="text/plain")
+        async def litestar_ok() -> str:
+            return "ok"
+
+        litestar = Litestar(route_handlers=[litestar_ok], middleware=[DefineMiddleware(RateLimitMiddleware, limiter=limiter(), headers=choice)])
+        with serve_asgi(starlette) as starlette_port, serve_asgi(litestar) as litestar_port:
+            check_headers_scenario(starlette_port, choice, f"198.51.100.{i}")
+            check_headers_scenario(litestar_port, choice, f"198.51.100.{100 + i}")
+
+
+def test_each_headers_choice_in_fastapi(module_server: Server) -> None:
+    with module_server.client() as admin:
+        admin.flushall()
+    for i, choice in enumerate(HEADER_CHOICES):
+        app = FastAPI()
+        app.add_middleware(RateLimitHeadersMiddleware)
+        app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
+        limited = [Depends(RateLimit(AsyncRateLimiter(redis.asyncio.Redis(port=module_server.port), HEADERS_LIMIT, key=by_ip(trusted_proxies=1)), headers=choice))]
+
+        @app.get("/ok", response_class=PlainTextResponse, dependencies=limited)
+        async def ok() -> str:
+            return "ok"
+
+        with serve_asgi(app) as port:
+            check_headers_scenario(port, choice, f"198.51.100.{200 + i}")

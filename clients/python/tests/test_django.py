@@ -18,7 +18,7 @@ from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.django import rate_limit
 from servers import Server
 from modes import run
-from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, serve_wsgi
+from web import HEADER_CHOICES, HEADERS_LIMIT, SLOTS, check_concurrency_scenario, check_headers_scenario, check_scenario, check_streamed_slot, get, serve_wsgi
 
 settings.configure(
     DEBUG=False,
@@ -128,3 +128,15 @@ def test_django_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> 
     with serve_wsgi(bare) as port:  # the decorator alone, its view raising
         assert [get(port, "/boom-decorated", "203.0.113.16")[0] for _ in range(3)] == [500, 500, 500]
         assert int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.16}:slots", "CONCURRENCY", "2", "30", "*", "0")[1]) == 2
+
+
+def test_each_headers_choice(module_server: Server) -> None:
+    with module_server.client() as admin:
+        admin.flushall()
+    urlpatterns[:] = [path("ok", lambda request: text("ok"))]
+    for i, choice in enumerate(HEADER_CHOICES):
+        limiter = RateLimiter(redis.Redis(port=module_server.port), HEADERS_LIMIT, key=by_ip(trusted_proxies=1))
+        with override_settings(RATE_LIMIT={"limiter": limiter, "headers": choice}):
+            app = WSGIHandler()
+        with serve_wsgi(app) as port:
+            check_headers_scenario(port, choice, f"198.51.100.{i}")

@@ -13,7 +13,7 @@ from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.flask import FlaskRateLimit
 from servers import Server
 from modes import run
-from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi
+from web import HEADER_CHOICES, HEADERS_LIMIT, SLOTS, check_concurrency_scenario, check_headers_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -148,3 +148,18 @@ def test_flask_streamed_response_holds_its_slot_until_sent(server: Server, r: re
 
     with serve_wsgi(app) as port:
         check_streamed_slot(port, r, mode, gate)
+
+
+def test_each_headers_choice(module_server: Server) -> None:
+    with module_server.client() as admin:
+        admin.flushall()
+    for i, choice in enumerate(HEADER_CHOICES):
+        app = Flask(__name__)
+        FlaskRateLimit(app, RateLimiter(redis.Redis(port=module_server.port), HEADERS_LIMIT, key=by_ip(trusted_proxies=1)), headers=choice)
+
+        @app.get("/ok")
+        def ok() -> str:
+            return "ok"
+
+        with serve_wsgi(app) as port:
+            check_headers_scenario(port, choice, f"198.51.100.{i}")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from redis_ratelimit_client import Limit, RateLimiter, rate_limit_headers
+from redis_ratelimit_client import Decision, Limit, RateLimiter, rate_limit_headers
 from redis_ratelimit_client.local import LocalLimiter, micros, share
 from servers import Server
 
@@ -161,7 +161,7 @@ def test_a_bucket_of_40_at_20_a_second_among_4_instances_is_10_at_once_and_5_a_s
     limiter = RateLimiter(redis.Redis(port=own_server.port), Limit("tokenbucket", 40, rate=20), key=lambda request: "k", on_unavailable="local", instances=4)
     own_server.stop()
     try:
-        decisions = []
+        decisions: list[Decision] = []
         while not decisions or decisions[-1].allowed:
             decision = limiter.check()
             assert decision is not None and decision.local

@@ -94,6 +94,10 @@ def test_limiter_options() -> None:
         HttpOptions(status_code=200)
     with pytest.raises(ConfigurationError, match=r"^throttle: must be True or False \(got 1\)$"):
         HttpOptions(throttle=1)  # type: ignore[arg-type]
+    for bad in (1, "draft-7", "Draft-10", None):
+        with pytest.raises(ConfigurationError, match=r"^headers: must be True, 'draft-10', 'draft-6', 'legacy' or False \(got "):
+            HttpOptions(headers=bad)  # type: ignore[arg-type]
+    assert [HttpOptions(headers=choice).headers for choice in (True, "draft-10", "draft-6", "legacy", False)] == [True, "draft-10", "draft-6", "legacy", False]
 
 
 def test_clients_and_async_functions_match_the_limiter() -> None:

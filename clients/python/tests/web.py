@@ -9,6 +9,7 @@ import contextlib
 import gc
 import http.client
 import json
+import math
 import socket
 import threading
 import time
@@ -241,3 +242,35 @@ def check_streamed_slot(port: int, r: redis.Redis, mode: str, gate: threading.Ev
     assert response.read() == b"last"
     connection.close()
     wait_for(lambda: free("203.0.113.17") == 2)
+
+
+#: The `headers` choices, each served by every framework layer.
+HEADER_CHOICES: list[Any] = [True, "draft-10", "draft-6", "legacy", False]
+HEADERS_LIMIT = Limit("tokenbucket", 2, rate=0.001)  # t: 1000 s
+
+
+def limit_fields(headers: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.startswith(("ratelimit", "x-ratelimit")) or k == "retry-after"}
+
+
+def check_headers_scenario(port: int, choice: Any, ip: str) -> None:
+    """Two admitted requests and a denial from one client, a token bucket
+    of 2 that refills one unit in 1000 s: exactly the fields of `choice`
+    (docs/clients.md, Headers), Retry-After on the 429 whatever it is."""
+    for expected_status, remaining in ((200, 1), (200, 0), (429, 0)):
+        before = time.time()
+        status, headers, _ = get(port, "/ok", ip)
+        after = time.time()
+        if choice in (True, "draft-10"):
+            expected = {"ratelimit-policy": '"default";q=2;w=2000', "ratelimit": f'"default";r={remaining};t=1000'}
+        elif choice == "draft-6":
+            expected = {"ratelimit-limit": "2", "ratelimit-remaining": str(remaining), "ratelimit-reset": "1000"}
+        elif choice == "legacy":
+            reset = int(headers.get("x-ratelimit-reset", "0"))
+            assert math.ceil(before) + 1000 <= reset <= math.ceil(after) + 1000, (reset, before, after, headers)  # the clock, rounded up, plus t
+            expected = {"x-ratelimit-limit": "2", "x-ratelimit-remaining": str(remaining), "x-ratelimit-reset": str(reset)}
+        else:
+            expected = {}
+        if expected_status == 429:
+            expected["retry-after"] = "1000"
+        assert (status, limit_fields(headers)) == (expected_status, expected), (choice, status, headers)
