@@ -26,7 +26,23 @@ from redis_ratelimit_client import AsyncRateLimiter, Decision, Limit, by_ip, by_
 from redis_ratelimit_client.asgi import RateLimitMiddleware
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 from servers import Server
-from web import HEADER_CHOICES, HEADERS_LIMIT, SLOTS, check_concurrency_scenario, check_headers_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_asgi
+from modes import run
+from web import (
+    ABORT_SLOTS,
+    HEADER_CHOICES,
+    HEADERS_LIMIT,
+    SLOTS,
+    WORK,
+    Running,
+    check_aborting_clients,
+    check_concurrency_scenario,
+    check_headers_scenario,
+    check_scenario,
+    check_streamed_slot,
+    get,
+    rate_headers,
+    serve_asgi,
+)
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -294,3 +310,56 @@ def test_each_headers_choice_in_fastapi(module_server: Server) -> None:
 
         with serve_asgi(app) as port:
             check_headers_scenario(port, choice, f"198.51.100.{200 + i}")
+
+
+def aborting_limiter(server: Server) -> AsyncRateLimiter:
+    return AsyncRateLimiter(redis.asyncio.Redis(port=server.port), ABORT_SLOTS, key=by_ip(trusted_proxies=1))
+
+
+def slots_free(r: redis.Redis, mode: str) -> int:
+    return int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.99}:slots", "CONCURRENCY", "3", "30", "*", "0")[1])
+
+
+def test_clients_that_abort_never_free_a_slot_while_its_handler_runs(server: Server, r: redis.Redis, mode: str) -> None:
+    """Starlette and Litestar (the ASGI middleware), FastAPI (the
+    dependency, an async route and a sync one, which runs in a thread)."""
+    running = Running()
+
+    async def work(request: Request) -> Response:
+        with running:
+            await asyncio.sleep(WORK)
+        return Response("done", media_type="text/plain")
+
+    starlette = Starlette(routes=[Route("/work", work)])
+    starlette.add_middleware(RateLimitMiddleware, limiter=aborting_limiter(server))
+
+    @litestar_get("/work", media_type="text/plain")
+    async def litestar_work() -> str:
+        with running:
+            await asyncio.sleep(WORK)
+        return "done"
+
+    litestar = Litestar(route_handlers=[litestar_work], middleware=[DefineMiddleware(RateLimitMiddleware, limiter=aborting_limiter(server))])
+
+    fastapi = FastAPI()
+    fastapi.add_middleware(RateLimitHeadersMiddleware)
+    fastapi.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
+    limited = [Depends(RateLimit(aborting_limiter(server)))]
+
+    @fastapi.get("/work", response_class=PlainTextResponse, dependencies=limited)
+    async def fastapi_work() -> str:
+        with running:
+            await asyncio.sleep(WORK)
+        return "done"
+
+    @fastapi.get("/work-sync", response_class=PlainTextResponse, dependencies=limited)
+    def fastapi_work_sync() -> str:
+        with running:
+            time.sleep(WORK)
+        return "done"
+
+    for app, path in ((starlette, "/work"), (litestar, "/work"), (fastapi, "/work"), (fastapi, "/work-sync")):
+        running.__init__()  # type: ignore[misc]
+        with serve_asgi(app) as port:
+            check_aborting_clients(port, running, path)
+            assert slots_free(r, mode) == 3, path

@@ -13,7 +13,8 @@ from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.flask import FlaskRateLimit
 from servers import Server
 from modes import run
-from web import HEADER_CHOICES, HEADERS_LIMIT, SLOTS, check_concurrency_scenario, check_headers_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi
+from web import ABORT_SLOTS, HEADER_CHOICES, HEADERS_LIMIT, SLOTS, WORK, Running, check_aborting_clients, check_concurrency_scenario, check_headers_scenario
+from web import check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -163,3 +164,19 @@ def test_each_headers_choice(module_server: Server) -> None:
 
         with serve_wsgi(app) as port:
             check_headers_scenario(port, choice, f"198.51.100.{i}")
+
+
+def test_clients_that_abort_never_free_a_slot_while_its_handler_runs(server: Server, r: redis.Redis, mode: str) -> None:
+    running = Running()
+    app = Flask(__name__)
+    FlaskRateLimit(app, RateLimiter(redis.Redis(port=server.port), ABORT_SLOTS, key=by_ip(trusted_proxies=1)))
+
+    @app.get("/work")
+    def work() -> str:
+        with running:
+            time.sleep(WORK)
+        return "done"
+
+    with serve_wsgi(app) as port:
+        check_aborting_clients(port, running)
+    assert int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.99}:slots", "CONCURRENCY", "3", "30", "*", "0")[1]) == 3

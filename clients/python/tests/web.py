@@ -274,3 +274,49 @@ def check_headers_scenario(port: int, choice: Any, ip: str) -> None:
         if expected_status == 429:
             expected["retry-after"] = "1000"
         assert (status, limit_fields(headers)) == (expected_status, expected), (choice, status, headers)
+
+
+class Running:
+    """How many handlers run at once: the most seen, and how many ran."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = self.ran = 0
+
+    def __enter__(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.ran += 1
+            self.most = max(self.most, self.now)
+
+    def __exit__(self, *_: Any) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+#: The aborting-clients scenario: at most 3 requests in flight (one client
+#: address), handlers that work 200 ms, clients that go away after 40 ms.
+ABORT_SLOTS = Limit("concurrency", 3, lease=30, name="slots")
+WORK = 0.2
+
+
+def check_aborting_clients(port: int, running: Running, path: str = "/work") -> None:
+    """30 clients, one every 20 ms, each sends its request and closes the
+    connection 40 ms later, while the handler still works: the slot must
+    stay held until the handler is done, so never more than 3 handlers run
+    at once, and slots free as handlers end (more than 3 ran)."""
+
+    def aborting() -> None:
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: 203.0.113.99\r\n\r\n".encode())
+            time.sleep(0.04)
+
+    clients = []
+    for _ in range(30):
+        clients.append(threading.Thread(target=aborting))
+        clients[-1].start()
+        time.sleep(0.02)
+    for thread in clients:
+        thread.join(10)
+    wait_for(lambda: running.now == 0, 10)
+    assert running.most == 3 and running.ran > 3, (running.most, running.ran)
