@@ -262,3 +262,25 @@ def test_the_django_example(own_server: Server) -> None:
             assert run() == [200, 200, 200, 200, 200, 200, 200, False]
         finally:
             own_server.start()
+
+
+def test_the_django_middleware_list_pasted_whole_passes_djangos_check() -> None:
+    """A project made by `django-admin startproject`, its MIDDLEWARE list
+    replaced by the README's and the README's limits.py and RATE_LIMIT
+    added: `manage.py check` finds no issue (the admin it installs needs
+    the session, auth and messages middleware: admin.E408-E410)."""
+    block = example("# myproject/limits.py")
+    middleware = re.search(r"^MIDDLEWARE = \[.*?^\]\n", block, re.S | re.M)
+    rate_limit = re.search(r"^RATE_LIMIT = .*\n", block, re.M)
+    limits = re.search(r"# myproject/limits.py\n(.*?)\n# myproject/settings.py", block, re.S)
+    assert middleware and rate_limit and limits
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "PYTHONPATH": str(PACKAGE / "src")}
+        subprocess.run([sys.executable, "-m", "django", "startproject", "myproject", folder], check=True, env=env)
+        settings = Path(folder) / "myproject" / "settings.py"
+        text, replaced = re.subn(r"^MIDDLEWARE = \[\n.*?^\]\n", lambda _: middleware.group(0), settings.read_text(), flags=re.S | re.M)
+        assert replaced == 1
+        settings.write_text(text + rate_limit.group(0))
+        (Path(folder) / "myproject" / "limits.py").write_text(limits.group(1))
+        done = subprocess.run([sys.executable, "manage.py", "check"], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "System check identified no issues (0 silenced)."), done.stderr
