@@ -304,7 +304,9 @@ def check_aborting_clients(port: int, running: Running, path: str = "/work") -> 
     """30 clients, one every 20 ms, each sends its request and closes the
     connection 40 ms later, while the handler still works: the slot must
     stay held until the handler is done, so never more than 3 handlers run
-    at once, and slots free as handlers end (more than 3 ran)."""
+    at once, and slots free as handlers end (more than 3 ran). The caller
+    then finds every slot free (wait_for: each goes back just after its
+    handler's response)."""
 
     def aborting() -> None:
         with socket.create_connection(("127.0.0.1", port)) as client:
@@ -319,4 +321,4 @@ def check_aborting_clients(port: int, running: Running, path: str = "/work") -> 
     for thread in clients:
         thread.join(10)
     wait_for(lambda: running.now == 0, 10)
-    assert running.most == 3 and running.ran > 3, (running.most, running.ran)
+    assert running.most <= 3 < running.ran, (running.most, running.ran)  # never above the limit; slots reused
