@@ -17,7 +17,7 @@ import redis.asyncio
 import redis.cluster
 
 from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Decision, Limit, RateLimiter, RateLimiterUnavailable, concurrency, denied_body, rate_limit_headers
-from modes import calls, peek_remaining, script_stats
+from modes import calls, function_stats, peek_remaining
 from servers import Server
 
 R = redis.Redis(port=1)  # never connected: options are checked before any call
@@ -55,10 +55,10 @@ def test_the_shorthand_and_the_unnamed_key() -> None:
 
 
 def release_calls(r: redis.Redis, mode: str) -> int:
-    """RL.RELEASE calls the server ran (script mode: every EVALSHA)."""
+    """RL.RELEASE calls the server ran (script mode: every FCALL)."""
     if mode == "module":
         return int(r.info("ratelimit")["ratelimit_release"]["calls"])
-    return script_stats(r)[0]
+    return function_stats(r)[0]
 
 
 def slots_free(r: Any, mode: str, key: str = "ratelimit:{k}:slots") -> int:

@@ -21,7 +21,7 @@ import redis
 import redis.asyncio
 import redis.cluster
 
-from modes import calls, run, script_stats
+from modes import calls, function_stats, run
 from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter
 from servers import Cluster, Server
 
@@ -77,8 +77,8 @@ def same(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 
 def limiter_calls(admin: redis.Redis, mode: str) -> int:
-    """RL.MULTI calls (module), or every EVALSHA: the limiter's script calls (the test's own are EVAL)."""
-    return calls(admin, mode) if mode == "module" else script_stats(admin)[0]
+    """RL.MULTI calls (module), or every FCALL: the limiter's script calls (the test's own are EVAL)."""
+    return calls(admin, mode) if mode == "module" else function_stats(admin)[0]
 
 
 async def check(limiter: Any) -> Any:

@@ -32,6 +32,7 @@ from .limits import ConfigurationError, KeyFunction, Limit, check_integer
 from .local import LocalLimiter, micros, share
 from .metrics import Metrics, OnDecision
 from .mode import Mode
+from .script import ScriptCall
 from .options import Options
 from .outage import OnUnavailable, Outage
 
@@ -394,12 +395,15 @@ class _Limiter(Generic[C]):
         on_unavailable: Optional[OnUnavailable] = None,
         instances: int = 1,
         mode: Mode = "auto",
+        script_call: ScriptCall = "auto",
         denial_cache: int = 10_000,
         on_decision: Optional[OnDecision] = None,
     ) -> None:
         check = transport.check_async_client if self.ASYNC else transport.check_sync_client
         self.redis: C = cast(C, check(redis))
-        options = Options(cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, denial_cache, on_decision, self.ASYNC)
+        options = Options(
+            cast(Sequence[Limit], limits), key, prefix, timeout, fail_open, on_unavailable, instances, mode, script_call, denial_cache, on_decision, self.ASYNC
+        )
         self.core = Core(options, transport.is_cluster(self.redis))
 
     def with_limits(self: L, *limits: Limit) -> L:
@@ -414,7 +418,8 @@ class RateLimiter(_Limiter[transport.SyncClient]):
     None when Redis is unavailable and the limiter fails open, raises
     RateLimiterUnavailable when it fails closed, and passes the module's
     (or the script's) error replies on as redis.ResponseError (a server
-    error, never a pass). `mode`: "auto", "module" or "script" (mode.py).
+    error, never a pass). `mode`: "auto", "module" or "script";
+    `script_call`: "auto", "fcall" or "evalsha" (mode.py).
     """
 
     def _run(self, flow: Flow[T], step: Any = None) -> T:
@@ -425,7 +430,7 @@ class RateLimiter(_Limiter[transport.SyncClient]):
                 step = next(flow)
             while True:
                 try:
-                    reply = transport.call_sync(self.redis, step, self.core.options.timeout, self.core.options.mode)
+                    reply = transport.call_sync(self.redis, step, self.core.options.timeout, self.core.options.calls)
                 except BaseException as error:
                     step = flow.throw(error)
                 else:
@@ -498,7 +503,7 @@ class AsyncRateLimiter(_Limiter[transport.AsyncClient]):
                     if type(step) is Await:
                         reply = await cast(Awaitable[Any], step.value)
                     else:
-                        reply = await transport.call_async(self.redis, step, self._deadlines, self.core.options.mode)
+                        reply = await transport.call_async(self.redis, step, self._deadlines, self.core.options.calls)
                 except BaseException as error:
                     step = flow.throw(error)
                 else:

@@ -10,8 +10,9 @@ from typing import Any, Optional, Sequence, cast
 from .keys import by_ip
 from .limits import ConfigurationError, KeyFunction, Limit
 from .metrics import OnDecision
-from .mode import Mode, check_mode
+from .mode import Calls, Mode
 from .outage import POLICIES, OnUnavailable
+from .script import ScriptCall
 
 
 class Options:
@@ -25,6 +26,7 @@ class Options:
         on_unavailable: Optional[OnUnavailable],
         instances: int,
         mode: Mode,
+        script_call: ScriptCall,
         denial_cache: int,
         on_decision: Optional[OnDecision],
         allow_async: bool,
@@ -76,7 +78,7 @@ class Options:
         if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
             raise ConfigurationError(f"instances: must be an integer >= 1, the processes sharing the limits (got {instances!r})")
         self.instances = instances
-        self.mode = check_mode(mode)
+        self.calls = Calls(mode, script_call)
         if isinstance(denial_cache, bool) or not isinstance(denial_cache, int) or denial_cache < 0:
             raise ConfigurationError(f"denial_cache: must be an integer >= 0, the most denials kept (0: off) (got {denial_cache!r})")
         self.denial_cache = denial_cache
@@ -84,6 +86,10 @@ class Options:
             raise ConfigurationError(f"on_decision: must be a function of a DecisionEvent (got {on_decision!r})")
         self.on_decision = on_decision
         self.allow_async = allow_async
+
+    @property
+    def mode(self) -> Mode:
+        return self.calls.mode
 
     @property
     def names(self) -> list[str]:
@@ -97,5 +103,5 @@ class Options:
         """The keyword options this limiter was made with, as checked (with_limits)."""
         return {
             "key": self.key, "prefix": self.prefix, "timeout": self.timeout, "on_unavailable": self.on_unavailable, "instances": self.instances,
-            "mode": self.mode, "denial_cache": self.denial_cache, "on_decision": self.on_decision,
+            "mode": self.mode, "script_call": self.calls.script_call, "denial_cache": self.denial_cache, "on_decision": self.on_decision,
         }

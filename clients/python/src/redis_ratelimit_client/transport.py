@@ -19,8 +19,9 @@ sends it once more; an ASK (the slot is being migrated and the key has left
 already) sends it once to the importing node, after ASKING.
 
 What is sent for a call depends on the mode (mode.py): the module command,
-or the Lua library's EVALSHA (and EVAL after NOSCRIPT), on the same
-connection, under the same timeout."""
+or the Lua library's FCALL (FUNCTION LOAD first where it is missing) or
+EVALSHA (and EVAL after NOSCRIPT), on the same connection, under the same
+timeout."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ from redis.retry import Retry
 from .commands import Call, Undo
 from .deadlines import Deadlines
 from .limits import ConfigurationError
-from .mode import Mode, Talk, takes, talk
+from .mode import Calls, Talk, takes, talk
 
 log = logging.getLogger("redis_ratelimit_client")
 
@@ -239,15 +240,15 @@ def _run_sync(connection: Any, commands: Talk, late: bool = False) -> Any:
         return done.value
 
 
-def _send_sync(pool: Any, call: Call, timeout: float, mode: Mode, asking: bool = False) -> Any:
+def _send_sync(pool: Any, call: Call, timeout: float, calls: Calls, asking: bool = False) -> Any:
     connection = _take_sync(pool, timeout)
     try:  # asking: the slot is being imported there; ASKING lets the next command in
-        reply = _run_sync(connection, talk(mode, connection, call.args, asking), call.undo is not None)
+        reply = _run_sync(connection, talk(calls, connection, call.args, asking), call.undo is not None)
     except ResponseError:
         _own.give_back(pool, connection, timeout)
         raise
     except _Late as late:
-        reader = threading.Thread(target=_undo_late_sync, args=(pool, connection, timeout, call.undo, mode, asking), name="redis-ratelimit-late", daemon=True)
+        reader = threading.Thread(target=_undo_late_sync, args=(pool, connection, timeout, call.undo, calls, asking), name="redis-ratelimit-late", daemon=True)
         reader.start()
         raise cast(BaseException, late.__cause__) from None
     except BaseException:
@@ -257,7 +258,7 @@ def _send_sync(pool: Any, call: Call, timeout: float, mode: Mode, asking: bool =
     return reply
 
 
-def _undo_late_sync(pool: Any, connection: Any, timeout: float, undo: Undo, mode: Mode, asking: bool) -> None:
+def _undo_late_sync(pool: Any, connection: Any, timeout: float, undo: Undo, calls: Calls, asking: bool) -> None:
     """Waits up to LATE for the reply of a call that timed out, then gives
     back what it took, on the same connection (the same node)."""
     deadline = time.monotonic() + LATE
@@ -272,7 +273,7 @@ def _undo_late_sync(pool: Any, connection: Any, timeout: float, undo: Undo, mode
         except ResponseError:  # an error reply took nothing
             reply = None
         for args in undo(reply) if reply is not None else []:
-            _run_sync(connection, talk(mode, connection, args, asking))
+            _run_sync(connection, talk(calls, connection, args, asking))
     except Exception as error:
         connection.disconnect()
         log.warning(_NOT_UNDONE, error)
@@ -297,8 +298,8 @@ def _sync_node(cluster: Any, key: str, ask: Optional[AskError]) -> Any:
     return node
 
 
-def call_sync(client: SyncClient, call: Call, timeout: float, mode: Mode = "auto") -> Any:
-    """The reply to the module call, made in `mode`; ResponseError for an
+def call_sync(client: SyncClient, call: Call, timeout: float, calls: Calls) -> Any:
+    """The reply to the module call, made as `calls` says; ResponseError for an
     error reply; Unavailable when Redis is unreachable or does not answer
     within `timeout` seconds."""
     try:
@@ -311,7 +312,7 @@ def call_sync(client: SyncClient, call: Call, timeout: float, mode: Mode = "auto
             else:
                 pool = client.connection_pool
             try:
-                return _send_sync(pool, call, timeout, mode, asking=ask is not None)
+                return _send_sync(pool, call, timeout, calls, asking=ask is not None)
             except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
                 if attempt == 2 or not isinstance(client, redis.cluster.RedisCluster):
                     raise
@@ -375,8 +376,8 @@ class _LateReader:
 
     tasks: set[asyncio.Future[None]] = set()  # references, or the loop may drop them
 
-    def __init__(self, connection: Any, undo: Undo, mode: Mode, asking: bool, done: Callable[[Any], None]) -> None:
-        self.connection, self.undo, self.mode, self.asking, self.done = connection, undo, mode, asking, done
+    def __init__(self, connection: Any, undo: Undo, calls: Calls, asking: bool, done: Callable[[Any], None]) -> None:
+        self.connection, self.undo, self.calls, self.asking, self.done = connection, undo, calls, asking, done
         self.started = False
 
     def start(self) -> None:
@@ -407,7 +408,7 @@ class _LateReader:
         except ResponseError:  # an error reply took nothing
             return
         for args in self.undo(reply):
-            await _run_async(self.connection, talk(self.mode, self.connection, args, self.asking))
+            await _run_async(self.connection, talk(self.calls, self.connection, args, self.asking))
 
 
 async def _run_async(connection: Any, commands: Talk, late: Optional[_LateReader] = None) -> Any:
@@ -431,13 +432,13 @@ async def _run_async(connection: Any, commands: Talk, late: Optional[_LateReader
         return done.value
 
 
-async def _send_async_standalone(client: redis.asyncio.Redis, call: Call, mode: Mode) -> Any:
+async def _send_async_standalone(client: redis.asyncio.Redis, call: Call, calls: Calls) -> Any:
     pool: Any = client.connection_pool
     connection = _take_async(pool)
-    late = None if call.undo is None else _LateReader(connection, call.undo, mode, False, lambda c: _own.give_back(pool, c, None))
+    late = None if call.undo is None else _LateReader(connection, call.undo, calls, False, lambda c: _own.give_back(pool, c, None))
     try:
         await _connected(connection)
-        reply = await _run_async(connection, talk(mode, connection, call.args), late)
+        reply = await _run_async(connection, talk(calls, connection, call.args), late)
     except ResponseError:
         _own.give_back(pool, connection, None)
         raise
@@ -449,7 +450,7 @@ async def _send_async_standalone(client: redis.asyncio.Redis, call: Call, mode: 
     return reply
 
 
-async def _send_async_cluster(client: Any, call: Call, mode: Mode) -> Any:
+async def _send_async_cluster(client: Any, call: Call, calls: Calls) -> Any:
     ask: Optional[AskError] = None
     for attempt in (1, 2):
         await client.initialize()
@@ -459,10 +460,10 @@ async def _send_async_cluster(client: Any, call: Call, mode: Mode) -> Any:
             raise Unavailable(f"no node serves the slot of {key!r}" if ask is None else f"ASK to {ask.host}:{ask.port}, an unknown node")
         connection = node.acquire_connection()
         # After an ASK the slot is being imported there: ASKING lets the next command in.
-        late = None if call.undo is None else _LateReader(connection, call.undo, mode, ask is not None, node.release)
+        late = None if call.undo is None else _LateReader(connection, call.undo, calls, ask is not None, node.release)
         try:
             await _connected(connection)
-            reply = await _run_async(connection, talk(mode, connection, call.args, asking=ask is not None), late)
+            reply = await _run_async(connection, talk(calls, connection, call.args, asking=ask is not None), late)
         except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
             node.release(connection)
             if attempt == 2:
@@ -485,12 +486,12 @@ async def _send_async_cluster(client: Any, call: Call, mode: Mode) -> Any:
     raise AssertionError("unreachable")
 
 
-async def call_async(client: AsyncClient, call: Call, deadlines: Deadlines, mode: Mode = "auto") -> Any:
+async def call_async(client: AsyncClient, call: Call, deadlines: Deadlines, calls: Calls) -> Any:
     """As call_sync, for the asyncio clients, within the deadlines' time."""
     try:
         if is_cluster(client):
-            return await deadlines.within(_send_async_cluster(client, call, mode))
-        return await deadlines.within(_send_async_standalone(cast(redis.asyncio.Redis, client), call, mode))
+            return await deadlines.within(_send_async_cluster(client, call, calls))
+        return await deadlines.within(_send_async_standalone(cast(redis.asyncio.Redis, client), call, calls))
     except RedisError as error:
         if unavailable(error):
             raise Unavailable(str(error) or type(error).__name__) from error
