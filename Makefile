@@ -34,15 +34,16 @@ test: build
 
 # The TypeScript and Python clients, each against its own redis-server with
 # the module, their packages installed from the lock files; the Python suite
-# once more with the lowest redis-py that pyproject.toml admits (all but
-# test_package, which checks the package itself; about a minute).
+# under -W error (a warning fails it), with the newest redis-py (the lock's)
+# and once more with the lowest that pyproject.toml admits (all but
+# test_package, which checks the package itself; a few minutes).
 test-clients: build
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 	cd clients/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements.lock \
-	  && .venv/bin/python -m pytest -q
+	  && .venv/bin/python -m pytest -q -W error
 	cd clients/python && python3 -m venv .venv-lowest-redis && .venv-lowest-redis/bin/pip install -q -r requirements.lock \
 	  && .venv-lowest-redis/bin/pip install -q "redis==$$(sed -n 's/.*"redis>=\([0-9.]*\),.*/\1/p' pyproject.toml)" \
-	  && .venv-lowest-redis/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_package.py
+	  && .venv-lowest-redis/bin/python -m pytest -q -W error -p no:cacheprovider --ignore=tests/test_package.py
 
 # The Go client: go vet, then go test -race against the servers its tests
 # start (redis-server with and without the module, a 3-primary cluster,
