@@ -4,7 +4,8 @@
 import { IncomingMessage } from 'node:http';
 
 import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse, type Outcome } from './http.js';
-import type { Decision, Limiter } from './limiter.js';
+import type { Decision } from './decision.js';
+import type { Limiter } from './limiter.js';
 import type { Limit } from './options.js';
 
 // `req.rateLimit` on Express's own Request type, as Passport adds `req.user`:

@@ -4,7 +4,8 @@
 // without Fastify's types.
 
 import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse } from './http.js';
-import type { Decision, Limiter } from './limiter.js';
+import type { Decision } from './decision.js';
+import type { Limiter } from './limiter.js';
 import { RateLimitConfigError, type Limit } from './options.js';
 
 /** What the plugin reads of a Fastify request. */

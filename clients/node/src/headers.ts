@@ -4,8 +4,8 @@
 
 import { serializeInteger, serializeString } from 'structured-headers';
 
-import { isBucket } from './options.js';
-import { windowSeconds, type Decision, type LimitDecision } from './limiter.js';
+import type { Decision, LimitDecision } from './decision.js';
+import { isBucket, type Algorithm } from './options.js';
 
 /** Structured Fields Integers stop at 15 digits. */
 const SF_MAX = 999_999_999_999_999;
@@ -13,6 +13,11 @@ const SF_MAX = 999_999_999_999_999;
 /** Whole seconds, rounded up. */
 export function seconds(ms: number): number {
   return Math.ceil(ms / 1000);
+}
+
+/** The time the whole quota takes to come back, in whole seconds: the window, or limit / rate. */
+export function windowSeconds(limit: { algorithm: Algorithm; limit: number; param: number }): number {
+  return Math.max(1, Math.ceil(isBucket(limit.algorithm) ? limit.limit / limit.param : limit.param));
 }
 
 /**

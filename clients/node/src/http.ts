@@ -2,7 +2,8 @@
 // (checked at setup) and one request's path through the limiter.
 
 import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, UNAVAILABLE_BODY, withRetryAfter } from './headers.js';
-import { createLimiter, RateLimiterUnavailable, type Decision, type Limiter, type LimiterOptions } from './limiter.js';
+import { RateLimiterUnavailable, type Decision } from './decision.js';
+import { createLimiter, type Limiter, type LimiterOptions } from './limiter.js';
 import { checkFunction, RateLimitConfigError } from './options.js';
 
 export interface HttpOptions<Req, Res> {

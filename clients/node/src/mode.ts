@@ -5,11 +5,9 @@
 // behind an address may have been restarted or failed over, with or
 // without the module.
 
+import type { Mode } from './options.js';
 import { RateLimitModeError, replyCode, type Connection, type NodeClient } from './redis.js';
 import { callScript, splitCall } from './script.js';
-
-export type Mode = 'auto' | 'module' | 'script';
-export const MODES: readonly Mode[] = ['auto', 'module', 'script'];
 
 /** Sends module calls to each node in the mode it needs. */
 export class ModeSwitch {

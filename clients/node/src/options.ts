@@ -3,6 +3,8 @@
 
 import { serializeString } from 'structured-headers';
 
+import { isIpv6Subnet } from './keys.js';
+
 /** The module's five rate algorithms and its concurrency limit, by their name in a limit spec. */
 export type Algorithm = 'tokenbucket' | 'leakybucket' | 'fixedwindow' | 'slidingwindow' | 'slidinglog' | 'concurrency';
 
@@ -207,4 +209,65 @@ export function sizeOf<Req>(limit: CheckedLimit<Req>, req: Req): MaybePromise<nu
   };
   const size = limit.limit(req);
   return isPromise(size) ? size.then(check) : check(size);
+}
+
+/** Redis unavailable: let requests through, refuse them (503), or limit them in process. */
+export type OnUnavailable = 'open' | 'closed' | 'local';
+
+/** `auto`: the module where a node has it, else the Lua library; `module`; or `script`. */
+export type Mode = 'auto' | 'module' | 'script';
+export const MODES: readonly Mode[] = ['auto', 'module', 'script'];
+
+const LIMITER_OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'instances', 'log', 'mode', 'denialCache', 'onDecision'];
+
+/** A limiter's options after checking, defaults filled in (the functions and the client are checked, and used as given). */
+export interface LimiterSettings<Req> {
+  limits: CheckedLimit<Req>[];
+  ipv6Subnet: number | false;
+  prefix: string;
+  timeoutMs: number;
+  onUnavailable: OnUnavailable;
+  instances: number;
+  mode: Mode;
+  denialCache: number;
+}
+
+/**
+ * Checks a limiter's options (LimiterOptions in limiter.ts); `base` holds
+ * the limits of the limiter it is made from with with(), checked already.
+ */
+export function checkLimiterOptions<Req>(options: object, base: CheckedLimit<Req>[]): LimiterSettings<Req> {
+  if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
+  checkUnknown('', options, LIMITER_OPTIONS);
+  const o = options as Record<string, any>;
+  if (o.limits === undefined) throw new RateLimitConfigError('limits', 'required, e.g. { limit: 60, rate: 1 }');
+  const limits = [...base, ...checkLimits<Req>('limits', o.limits, base.map((l) => l.name))];
+  checkFunction('key', o.key);
+  checkFunction('log', o.log);
+  checkFunction('onDecision', o.onDecision);
+  const ipv6Subnet = o.ipv6Subnet ?? 56;
+  if (!isIpv6Subnet(ipv6Subnet)) throw new RateLimitConfigError('ipv6Subnet', 'must be an integer from 1 to 128, or false');
+  const prefix = o.prefix ?? 'ratelimit:';
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new RateLimitConfigError('prefix', 'must be a string without { or } (the key adds its own hash tag)');
+  }
+  const timeoutMs = o.timeoutMs ?? 1000;
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new RateLimitConfigError('timeoutMs', `must be a positive number of milliseconds (got ${String(timeoutMs)})`);
+  }
+  if (o.failOpen !== undefined && typeof o.failOpen !== 'boolean') {
+    throw new RateLimitConfigError('failOpen', 'must be true or false');
+  }
+  if (o.onUnavailable !== undefined && !['open', 'closed', 'local'].includes(o.onUnavailable)) {
+    throw new RateLimitConfigError('onUnavailable', `must be 'open', 'closed' or 'local' (got ${String(o.onUnavailable)})`);
+  }
+  if (o.onUnavailable !== undefined && o.failOpen !== undefined) {
+    throw new RateLimitConfigError('failOpen', 'give onUnavailable or failOpen (its older form), not both');
+  }
+  const mode = o.mode ?? 'auto';
+  if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
+  const denialCache = checkInteger('denialCache', o.denialCache ?? 10_000, 0);
+  const onUnavailable: OnUnavailable = o.onUnavailable ?? (o.failOpen === false ? 'closed' : 'open');
+  const instances = checkInteger('instances', o.instances ?? 1, 1);
+  return { limits, ipv6Subnet, prefix, timeoutMs, onUnavailable, instances, mode, denialCache };
 }
