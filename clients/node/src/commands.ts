@@ -81,9 +81,22 @@ export function multiResult(charges: Charge[], reply: MultiReply): MultiResult {
       quotaUnit: checked.quotaUnit,
     };
     if (f.length > 5) Object.assign(limit, sixthField(checked.algorithm, Number(f[5])));
+    // Slots free as requests end, not as leases run out: a denial suggests the limit's hint, never the lease.
+    if (checked.retryAfterMs !== undefined && limit.retryAfterMs > checked.retryAfterMs) limit.retryAfterMs = checked.retryAfterMs;
     limits.push(limit);
   }
-  return { charges, allowed: Number(reply[0]) === 1, retryAfterMs: Number(reply[1]), limits };
+  const allowed = Number(reply[0]) === 1;
+  return { charges, allowed, retryAfterMs: allowed ? 0 : longestWait(limits), limits };
+}
+
+/** A denial's retry time: -1 when a limit can never admit, else the longest of the limits' (as the module's reply). */
+export function longestWait(limits: readonly { retryAfterMs: number }[]): number {
+  let longest = 0;
+  for (const { retryAfterMs } of limits) {
+    if (retryAfterMs === -1) return -1;
+    if (retryAfterMs > longest) longest = retryAfterMs;
+  }
+  return longest;
 }
 
 /** RL.REFUND of `units` to a charge's limit: replies with the limit's fields after it. */

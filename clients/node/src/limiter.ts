@@ -1,12 +1,12 @@
 // A limiter: its limits checked once, then per request one RL.MULTI over
 // all of them (one per partition key on Redis Cluster), all or nothing.
 
-import { groupByTag, keyName, multiArgs, multiResult, refundArgs, releaseArgs, renewArgs, stateOf, wordsOf, type MultiResult } from './commands.js';
+import { groupByTag, keyName, longestWait, multiArgs, multiResult, refundArgs, releaseArgs, renewArgs, stateOf, wordsOf, type MultiResult } from './commands.js';
 import { allRenewed, decisionOf, RateLimiterUnavailable, unitsBack, type Charge, type Decision, type LimitDecision } from './decision.js';
 import { DenialCache, keyOf } from './denials.js';
 import { byIp } from './keys.js';
 import { Link, NOT_TRIED, RedisTimeout } from './link.js';
-import { LocalLimiter, micros, type MultiReply } from './local.js';
+import { LocalLimiter, micros, share, type MultiReply } from './local.js';
 import { Metrics, type DecisionEvent } from './metrics.js';
 import { ModeSwitch } from './mode.js';
 import { checkLimiterOptions, costOf, isPromise, sizeOf, type CheckedLimit, type Limit, type Mode, type OnUnavailable } from './options.js';
@@ -26,12 +26,13 @@ export interface LimiterOptions<Req = any> {
   /** Milliseconds to wait for Redis before treating it as unavailable; 1000 by default. */
   timeoutMs?: number;
   /**
-   * Redis unavailable: `open` (the default) lets requests through, `closed`
-   * refuses them (503), `local` limits them in process (each limit divided
-   * by `instances`) until Redis answers again.
+   * Redis unavailable, for each limit that sets none of its own: `open`
+   * (the default) lets requests through, `closed` refuses them (503),
+   * `local` limits them in process (each limit divided by `instances`)
+   * until Redis answers again. A concurrency limit is `local` unless set.
    */
   onUnavailable?: OnUnavailable;
-  /** With onUnavailable `local`: how many processes share the limits; each limits to limit / instances (rounded down, at least 1). 1 by default. */
+  /** For `local` limits: how many processes share the limits; each takes limit / instances (rounded down, at least 1), and a bucket rate / instances. 1 by default. */
   instances?: number;
   /** The older form of onUnavailable: true is `open`, false `closed`. */
   failOpen?: boolean;
@@ -49,7 +50,7 @@ export interface LimiterOptions<Req = any> {
 interface Shared<Req> {
   link: Link;
   cluster: boolean;
-  local: LocalLimiter | undefined;
+  local: LocalLimiter;
   base: CheckedLimit<Req>[];
 }
 
@@ -65,8 +66,8 @@ export class Limiter<Req = any> {
   private readonly prefix: string;
   private readonly denials: DenialCache;
   private readonly metrics: Metrics;
-  /** onUnavailable `local`: the limits in process while Redis is unavailable. */
-  private readonly local: LocalLimiter | undefined;
+  /** The `local` limits in process while Redis is unavailable (a concurrency limit's by default). */
+  private readonly local: LocalLimiter;
 
   constructor(options: LimiterOptions<Req>, shared?: Shared<Req>) {
     const settings = checkLimiterOptions(options, shared?.base ?? []);
@@ -85,7 +86,7 @@ export class Limiter<Req = any> {
       const kind = clientKind(options.redis);
       this.link = new Link(kind, settings.timeoutMs, new ModeSwitch(settings.mode));
       this.cluster = kind.name.endsWith('cluster');
-      this.local = this.onUnavailable === 'local' ? new LocalLimiter() : undefined;
+      this.local = new LocalLimiter(); // empty until Redis fails: a Map
     }
     this.options = options;
   }
@@ -102,9 +103,10 @@ export class Limiter<Req = any> {
 
   /**
    * Decides for one request, taking its units when admitted. When Redis is
-   * unavailable (one log line per failed call): null with onUnavailable
-   * `open`, the in-process decision with `local`, RateLimiterUnavailable
-   * thrown with `closed`. Throws any error Redis answered (a server error,
+   * unavailable (one log line per failed call), by the limits' onUnavailable,
+   * the strictest winning: RateLimiterUnavailable thrown when one is
+   * `closed`, else the in-process decision over the `local` ones, else
+   * null. Throws any error Redis answered (a server error,
    * never a pass). Limits named in `already` were charged for this request
    * by a stacked limiter: skipped.
    */
@@ -151,43 +153,50 @@ export class Limiter<Req = any> {
           this.link.answered();
           throw error;
         }
-        this.link.failed();
+        this.link.failed(error);
         return this.unavailable(charges, error, durationMs);
       },
     );
   }
 
   /**
-   * The onUnavailable answer: null (open), the in-process decision (local)
-   * or RateLimiterUnavailable (closed). A failed call writes one log line;
-   * requests answered while Redis waits for its next try do not (`error`
-   * undefined).
+   * The onUnavailable answer, the strictest of the limits' policies: 503
+   * (RateLimiterUnavailable) when one is `closed`; else, when one is
+   * `local`, the in-process decision over the `local` limits (the `open`
+   * ones pass unchecked); else null, a pass. A failed call writes one log
+   * line; requests answered while Redis waits for its next try do not
+   * (`error` undefined).
    */
   private unavailable(charges: Charge[], error: unknown, durationMs: number | null): Decision | null {
     const unavailable = new RateLimiterUnavailable(error ?? new Error(NOT_TRIED));
-    const handling = { open: 'letting the request through', closed: 'refusing it', local: 'limiting in process' }[this.onUnavailable];
+    const policy = strictest(charges);
+    const handling = { open: 'letting the request through', closed: 'refusing it', local: 'limiting in process' }[policy];
     if (error !== undefined) this.log(`${unavailable.message} (${handling}; Redis is tried again in a second)`);
-    if (this.local) {
-      const decision = this.decideLocally(this.local, charges);
+    if (policy === 'local') {
+      const decision = this.decideLocally(charges);
       this.metrics.decided(charges, decision.allowed ? 'unavailable_local_allowed' : 'unavailable_local_denied', decision, durationMs, unavailable.cause);
       return decision;
     }
-    this.metrics.decided(charges, this.failOpen ? 'unavailable_open' : 'unavailable_closed', null, durationMs, unavailable.cause);
-    if (this.failOpen) return null;
+    this.metrics.decided(charges, policy === 'open' ? 'unavailable_open' : 'unavailable_closed', null, durationMs, unavailable.cause);
+    if (policy === 'open') return null;
     throw unavailable;
   }
 
   /**
-   * The decision of the in-process limiter (local.ts), each limit divided
-   * among `instances`. Its units are not given back by refund(): they were
-   * never taken in Redis, and the local state is only a stand-in. Its
-   * leases are released in process, even once Redis is back.
+   * The decision of the in-process limiter (local.ts) over the `local`
+   * limits, each its share among `instances` (limit and rate divided). Its
+   * units are not given back by refund(): they were never taken in Redis,
+   * and the local state is only a stand-in. Its leases are released in
+   * process, even once Redis is back.
    */
-  private decideLocally(local: LocalLimiter, charges: Charge[]): Decision {
+  private decideLocally(charges: Charge[]): Decision {
+    const local = this.local;
     const nowUs = () => BigInt(Date.now()) * 1000n;
-    const shares = charges.map((c) => ({ ...c, size: Math.max(1, Math.floor(c.size / this.instances)) }));
-    const specs = shares.map(({ limit, size, cost }) => ({ algorithm: limit.algorithm, size, param: wordsOf(limit).param, n: cost }));
+    const ours = charges.filter((c) => c.limit.onUnavailable === 'local');
+    const specs = ours.map(({ limit, size, cost }) => share({ algorithm: limit.algorithm, size, param: wordsOf(limit).param, n: cost }, this.instances));
+    const shares = ours.map((c, i) => ({ ...c, size: specs[i].size }));
     const { allowed, retryAfterMs, limits } = multiResult(shares, local.multi(shares.map((c) => c.key), nowUs(), specs));
+    limits.forEach((l, i) => (l.param = Number(specs[i].param))); // a bucket's rate, divided
     return decisionOf(
       allowed,
       retryAfterMs,
@@ -196,7 +205,7 @@ export class Limiter<Req = any> {
       async () => {
         for (const l of limits) if (l.leaseId) local.release(l.key, l.leaseId, nowUs());
       },
-      async () => allRenewed(charges, limits, (charge, leaseId) => local.renew(charge.key, leaseId, micros(wordsOf(charge.limit).param), nowUs())),
+      async () => allRenewed(shares, limits, (charge, leaseId) => local.renew(charge.key, leaseId, micros(wordsOf(charge.limit).param), nowUs())),
     );
   }
 
@@ -228,9 +237,7 @@ export class Limiter<Req = any> {
   private decide(charges: Charge[]): Promise<Decision> {
     const groups = this.cluster ? groupByTag(charges) : [charges];
     // One group (no cluster, or one hash tag): its reply is the decision's, its failure too.
-    if (groups.length === 1) {
-      return this.link.send(charges[0].key, multiArgs(charges)).then((reply) => this.decisionFrom(charges, multiResult(charges, reply as MultiReply)));
-    }
+    if (groups.length === 1) return this.multi(charges).then((result) => this.decisionFrom(charges, result));
     return this.acrossSlots(charges, groups).then((result) => this.decisionFrom(charges, result));
   }
 
@@ -263,7 +270,9 @@ export class Limiter<Req = any> {
   private async acrossSlots(charges: Charge[], groups: Charge[][]) {
     const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
     const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    // A timeout first: its connection is kept, so the late reply of that slot is still read and undone.
+    const failures = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
+    const failure = failures.find((f) => f.reason instanceof RedisTimeout) ?? failures[0];
     const allowed = failure === undefined && replies.every((reply) => reply.allowed);
     if (!allowed) {
       const taken = replies.filter((r) => r.allowed).flatMap((r) => r.limits.map((limit, i) => ({ limit, charge: r.charges[i] })));
@@ -275,17 +284,29 @@ export class Limiter<Req = any> {
       });
     }
     if (failure) throw failure.reason;
-    const waits = replies.map((r) => r.retryAfterMs);
     const limits = replies.flatMap((r) => r.limits);
     return {
       allowed,
-      retryAfterMs: allowed ? 0 : waits.includes(-1) ? -1 : Math.max(...waits),
+      retryAfterMs: allowed ? 0 : longestWait(limits),
       limits: charges.map((c) => limits.find((l) => l.key === c.key) as LimitDecision),
     };
   }
 
+  /** One RL.MULTI. When it times out and its reply comes later, what it took is given back then. */
   private multi(charges: Charge[]): Promise<MultiResult> {
-    return this.link.send(charges[0].key, multiArgs(charges)).then((reply) => multiResult(charges, reply as MultiReply));
+    const late = (reply: unknown) => this.undoLate(charges, reply as MultiReply);
+    return this.link.send(charges[0].key, multiArgs(charges), late).then((reply) => multiResult(charges, reply as MultiReply));
+  }
+
+  /**
+   * The reply of an RL.MULTI that timed out (the request was answered by
+   * onUnavailable), arrived: when it admitted, its units are refunded and
+   * its leases released at once, so the check never charges later.
+   */
+  private undoLate(charges: Charge[], reply: MultiReply) {
+    const { allowed, limits } = multiResult(charges, reply);
+    if (!allowed) return; // a denial took nothing
+    limits.forEach((taken, i) => this.giveBack(charges[i], taken).catch((error) => this.log(`rate limiter: giving back a late check failed: ${String(error)}`)));
   }
 
   /** What a limit took, given back: a refund, or a lease released. Its state after that, or undefined when nothing was taken. */
@@ -312,7 +333,7 @@ export class Limiter<Req = any> {
     if (this.link.down) return Promise.reject(new RateLimiterUnavailable(new Error(NOT_TRIED)));
     return allRenewed(charges, limits, (charge, leaseId) => this.renewOne(charge, leaseId)).catch((error) => {
       if (isErrorReply(error)) throw error;
-      this.link.failed();
+      this.link.failed(error);
       throw new RateLimiterUnavailable(error);
     });
   }
@@ -341,4 +362,14 @@ export class Limiter<Req = any> {
 /** A limiter over `options.limits`: `check(req)` decides for one request. */
 export function createLimiter<Req = any>(options: LimiterOptions<Req>): Limiter<Req> {
   return new Limiter(options);
+}
+
+/** While Redis cannot answer, the strictest policy of a request's limits: closed, else local, else open. */
+function strictest(charges: Charge[]): OnUnavailable {
+  let policy: OnUnavailable = 'open';
+  for (const { limit } of charges) {
+    if (limit.onUnavailable === 'closed') return 'closed';
+    if (limit.onUnavailable === 'local') policy = 'local';
+  }
+  return policy;
 }

@@ -1,8 +1,10 @@
 // The limiter's connection to Redis and its health: one connection of our
-// own, opened on first use and replaced after a failure; after a failure
+// own, opened on first use and replaced after it broke; after a failure
 // Redis is tried again at most once a second, one call at a time (a probe),
 // and until one answers, requests get the onUnavailable policy without a
-// call.
+// call. A call that timed out still runs when Redis gets to it (closing
+// the connection would not stop what Redis has read already): its reply is
+// read when it comes, so that what it took can be given back.
 
 import { Deadlines } from './deadlines.js';
 import type { ModeSwitch } from './mode.js';
@@ -16,6 +18,9 @@ export const NOT_TRIED = 'Redis did not answer the last call; tried again at mos
 
 /** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
 const RETRY_MS = 1000;
+
+/** How long a timed-out call's reply is still awaited; then its connection is closed. */
+const LATE_MS = 60_000;
 
 export class Link {
   private connection: Connection | undefined;
@@ -42,11 +47,15 @@ export class Link {
     this.probing = false;
   }
 
-  /** Redis could not answer: a fresh connection for the probe due in a second. */
-  failed() {
+  /**
+   * Redis could not answer: the probe is due in a second, on a fresh
+   * connection unless this one only timed out (its late replies are still
+   * read there).
+   */
+  failed(error: unknown) {
     this.retryAt = performance.now() + RETRY_MS;
     this.probing = false;
-    this.close();
+    if (!(error instanceof RedisTimeout)) this.close();
   }
 
   /** The connection once it can take commands. */
@@ -57,8 +66,12 @@ export class Link {
     this.deadlines = new Deadlines(timeoutMs);
   }
 
-  /** Sends a module call (as the Lua script where the mode says so); `key` routes it. */
-  send(key: string, args: string[]): Promise<unknown> {
+  /**
+   * Sends a module call (as the Lua script where the mode says so); `key`
+   * routes it. When it times out, a reply that comes later (within
+   * LATE_MS) goes to `late`, which gives back what the call took.
+   */
+  send(key: string, args: string[], late?: (reply: unknown) => void): Promise<unknown> {
     let connection = this.connection;
     if (!connection) {
       const opened = (connection = this.connection = this.kind.open());
@@ -75,11 +88,22 @@ export class Link {
       work = Promise.reject(error);
     }
     return this.deadlines.within(work, () => {
-      // A command that timed out may still be waiting in Redis: closing the
-      // connection drops it there, so it never charges later.
-      this.drop(sending);
+      this.awaitLate(sending, work, late);
       return new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`);
     });
+  }
+
+  /** A timed-out call's reply, handed to `late` when it comes; after LATE_MS without one, its connection is closed. */
+  private awaitLate(connection: Connection, work: Promise<unknown>, late: ((reply: unknown) => void) | undefined) {
+    const giveUp = setTimeout(() => this.drop(connection), LATE_MS);
+    giveUp.unref();
+    work.then(
+      (reply) => {
+        clearTimeout(giveUp);
+        late?.(reply);
+      },
+      () => clearTimeout(giveUp),
+    );
   }
 
   private drop(connection: Connection) {

@@ -183,6 +183,46 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
         });
       }
 
+      test('a per-slot call that timed out (its node busy for 1.5 s) never charges later: its late reply is undone, the other slot\'s units given back at once', async () => {
+        const lines: string[] = [];
+        const late = createLimiter<Req>({
+          redis: app.client,
+          mode,
+          prefix: `rl:${run}:late:`,
+          key: (req) => `user:${req.user}`,
+          limits: [
+            { name: 'burst', limit: 5, rate: 0.001 },
+            { name: 'slots', algorithm: 'concurrency', limit: 3, lease: 30, onUnavailable: 'open' },
+            { name: 'ip', limit: 5, rate: 0.001, key: (req) => `ip:${req.ip}` },
+          ],
+          timeoutMs: 500,
+          log: (line) => lines.push(line),
+        });
+        try {
+          const owner = await cluster.ownerOf(`rl:${run}:late:{user:ada}:burst`);
+          let ip = '';
+          for (let i = 1; ip === ''; i++) {
+            if ((await cluster.ownerOf(`rl:${run}:late:{ip:10.12.0.${i}}:ip`)).port !== owner.port) ip = `10.12.0.${i}`;
+          }
+          const remaining = (d: { limits: { remaining: number }[] } | null) => d?.limits.map((l) => l.remaining);
+          assert.deepEqual(remaining(await late.check({ ip, user: 'ada' })), [4, 2, 4]);
+          const { done } = await owner.busyFor(1500);
+          assert.equal(await late.check({ ip, user: 'ada' }), null); // every limit 'open'
+          assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 500 ms (letting the request through; Redis is tried again in a second)']);
+          await done;
+          await sleep(100);
+          let decision = null;
+          for (let i = 0; i < 50 && decision === null; i++) {
+            decision = await late.check({ ip, user: 'ada' });
+            if (decision === null) await sleep(100);
+          }
+          // The first check's units and lease, and this one's: nothing of the timed-out one on either node.
+          assert.deepEqual(remaining(decision), [3, 1, 3]);
+        } finally {
+          late.close();
+        }
+      });
+
       test('no answer in time: fail open, and the paused calls never charge later', async () => {
         const lines: string[] = [];
         const slow = createLimiter<Req>({
