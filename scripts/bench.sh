@@ -8,7 +8,8 @@
 #   warm   1000 keys created beforehand, every call admitted;
 #   denied one key exhausted beforehand, every call denied.
 # Three interleaved rounds; the figure is the median of the rounds.
-# Then used_memory per key for BENCH_KEYS keys, a CSV and docs/bench.svg.
+# Then used_memory per key for BENCH_KEYS keys, each limiter beside script
+# mode and the seed's hash (scripts/bytes-per-key.sh), a CSV and docs/bench.svg.
 #
 # Script mode (lua/ratelimit.lua through EVALSHA, on the same server) has
 # a row per limiter beside the module's.
@@ -485,14 +486,16 @@ memory() {
     elseif i % 2 == 1 then
     redis.call('RL.MULTI', 1, k, '*', 'TOKENBUCKET', 1000000, 0.001, 1) end"
   only RL.PEEK && echo "| RL.PEEK | creates no key |"
-  # Script mode's strings as lua/ratelimit.lua writes them after one call
-  # (a script cannot call EVALSHA: the SET is spelled out).
-  bytes "script RL.TOKENBUCKET" \
-    "redis.call('SET', k, 'rl1:tb:999999000000000000:1796300000000000', 'PX', 1000000000000)"
-  bytes "script RL.SLIDINGWINDOW" \
-    "redis.call('SET', k, 'rl1:sw:1796300000000000:0:1', 'PX', 1000000000000)"
-  bytes "script RL.SLIDINGLOG" \
-    "redis.call('SET', k, 'rl1:sl:1796300000000000:1', 'PX', 1000000000000)"
+  bytes_per_key
+}
+
+# Each limiter in both modes side by side, and the seed's hash: the same
+# calls on the same keys, script mode through lua/ratelimit.lua on a server
+# without the module (scripts/bytes-per-key.sh starts its own two servers).
+bytes_per_key() {
+  [ -z "${BENCH_ONLY:-}" ] || return 0
+  echo
+  REDIS_SERVER=$server scripts/bytes-per-key.sh "$out/bytes-per-key.csv"
 }
 
 # --- one long sliding log -----------------------------------------------------------

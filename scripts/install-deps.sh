@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need and a fresh Debian machine lacks:
-# redis-server and redis-tools (redis-cli, redis-benchmark), and libclang
-# for redis-module's bindgen; with WITH_VALGRIND=1 (`make memcheck` sets
+# redis-server and redis-tools (redis-cli, redis-benchmark), libclang
+# for redis-module's bindgen, and python3-venv where python3 is Debian's; with WITH_VALGRIND=1 (`make memcheck` sets
 # it), valgrind too. Does nothing when all of it is there.
 set -euo pipefail
 
@@ -10,6 +10,9 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v redis-benchmark >/dev/null || missing+=(redis-tools)
 [ -n "${LIBCLANG_PATH:-}" ] || dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
 [ "${WITH_VALGRIND:-0}" != 1 ] || command -v valgrind >/dev/null || missing+=(valgrind)
+# The Python client's tests make venvs: Debian's own python3 has no venv
+# (ensurepip) until python3-venv is installed; pyenv's and others' have it.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

@@ -6,7 +6,9 @@ use std::ops::Deref;
 use crate::algorithms::Algorithm;
 use crate::algorithms::concurrency::{Change as LeaseChange, Lease};
 use crate::algorithms::sliding_log::{Append, Removal};
-use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
+use crate::algorithms::{
+    BucketParams, MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT, WindowParams, concurrency,
+};
 use crate::error::Error;
 use crate::limit::{Change, Limit};
 
@@ -36,13 +38,23 @@ pub fn limit(algorithm: Algorithm, a: &[u8], b: &[u8]) -> Result<Limit, Error> {
         if u128::from(capacity) * PICO_PER_UNIT > flows {
             return Err(Error::FillTime);
         }
-        Ok(Limit { algorithm, size: capacity, per: refill_per_us })
+        let params = BucketParams { capacity, refill_per_us };
+        Ok(match algorithm {
+            Algorithm::LeakyBucket => Limit::LeakyBucket(params),
+            _ => Limit::TokenBucket(params),
+        })
     } else {
         let limit = size.ok_or(Error::Limit)?;
-        let out_of_range =
-            if algorithm == Algorithm::Concurrency { Error::Lease } else { Error::Window };
-        let window_us = duration_us(b).ok_or(out_of_range)?;
-        Ok(Limit { algorithm, size: limit, per: window_us })
+        if algorithm == Algorithm::Concurrency {
+            let lease_us = duration_us(b).ok_or(Error::Lease)?;
+            return Ok(Limit::Concurrency(concurrency::Params { limit, lease_us }));
+        }
+        let params = WindowParams { limit, window_us: duration_us(b).ok_or(Error::Window)? };
+        Ok(match algorithm {
+            Algorithm::FixedWindow => Limit::FixedWindow(params),
+            Algorithm::SlidingWindow => Limit::SlidingWindow(params),
+            _ => Limit::SlidingLog(params),
+        })
     }
 }
 
@@ -237,7 +249,9 @@ mod tests {
     #[test]
     fn bucket_arguments() {
         let tb = |a: &[u8], b: &[u8]| limit(Algorithm::TokenBucket, a, b);
-        let bucket = |size, per| Ok(Limit { algorithm: Algorithm::TokenBucket, size, per });
+        let bucket = |capacity, refill_per_us| {
+            Ok(Limit::TokenBucket(BucketParams { capacity, refill_per_us }))
+        };
         assert_eq!(tb(b"10", b"0.5"), bucket(10, 500_000));
         assert_eq!(tb(b"9007199254740991", b"10000"), bucket(MAX_UNITS, 10_000_000_000));
         assert_eq!(tb(b"1000000", b"0.000001"), bucket(1_000_000, 1));
@@ -254,7 +268,7 @@ mod tests {
     #[test]
     fn window_arguments() {
         let fw = |a: &[u8], b: &[u8]| limit(Algorithm::FixedWindow, a, b);
-        let window = |size, per| Ok(Limit { algorithm: Algorithm::FixedWindow, size, per });
+        let window = |limit, window_us| Ok(Limit::FixedWindow(WindowParams { limit, window_us }));
         assert_eq!(fw(b"100", b"60"), window(100, 60_000_000));
         assert_eq!(fw(b"1", b"0.001"), window(1, 1000));
         assert_eq!(fw(b"1", b"1000000000000"), window(1, MAX_SPAN_US));
@@ -263,7 +277,7 @@ mod tests {
         assert_eq!(fw(b"1", b"0.0009"), Err(Error::Window));
         assert_eq!(fw(b"1", b"1000000000000.000001"), Err(Error::Window));
         assert_eq!(
-            limit_spec(b"slidingLog", b"1", b"1").map(|l| l.algorithm),
+            limit_spec(b"slidingLog", b"1", b"1").map(|l| l.algorithm()),
             Ok(Algorithm::SlidingLog)
         );
         assert_eq!(limit_spec(b"GCRA", b"1", b"1"), Err(Error::Algorithm));
@@ -272,7 +286,8 @@ mod tests {
     #[test]
     fn concurrency_arguments() {
         let cc = |a: &[u8], b: &[u8]| limit(Algorithm::Concurrency, a, b);
-        let spec = |size, per| Ok(Limit { algorithm: Algorithm::Concurrency, size, per });
+        let spec =
+            |limit, lease_us| Ok(Limit::Concurrency(concurrency::Params { limit, lease_us }));
         assert_eq!(cc(b"10", b"30"), spec(10, 30_000_000));
         assert_eq!(cc(b"9007199254740991", b"0.001"), spec(MAX_UNITS, 1000));
         assert_eq!(cc(b"1", b"1000000000000"), spec(1, MAX_SPAN_US));
@@ -280,8 +295,8 @@ mod tests {
         assert_eq!(cc(b"1", b"0.0009"), Err(Error::Lease));
         assert_eq!(cc(b"1", b"1000000000000.000001"), Err(Error::Lease));
         assert_eq!(
-            limit_spec(b"concurrency", b"1", b"1").map(|l| l.algorithm),
-            spec(1, 1).map(|l| l.algorithm)
+            limit_spec(b"concurrency", b"1", b"1").map(|l| l.algorithm()),
+            Ok(Algorithm::Concurrency)
         );
         assert_eq!(lease_id(b"0"), Ok(0));
         assert_eq!(lease_id(b"9007199254740991"), Ok(MAX_UNITS));

@@ -86,7 +86,7 @@ fn on_lease(
     let (server_us, now_us) = resolve(now);
     let held = match key.value()? {
         None => call(None, now_us),
-        Some(Value::Leases(leases)) => call(Some(leases), now_us),
+        Some(Value::Leases(leases)) => call(Some(&leases), now_us),
         Some(_) => return Err(Error::WrongType),
     };
     let fields = Fields {
@@ -134,7 +134,7 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             for ((key, (name, call)), outcome) in
                 keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
             {
-                let target = Target { ctx, name, algorithm: call.limit.algorithm };
+                let target = Target { ctx, name, algorithm: call.limit.algorithm() };
                 commit(&target, key, outcome, server_us, stats::MULTI.event)?;
             }
         } else {
@@ -242,10 +242,10 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         };
         let limit = args::limit_spec(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(Some(n))?);
-        if limit.algorithm == Algorithm::Concurrency {
+        if limit.algorithm() == Algorithm::Concurrency {
             return Err(Error::RefundConcurrency);
         }
-        let target = Target { ctx, name, algorithm: limit.algorithm };
+        let target = Target { ctx, name, algorithm: limit.algorithm() };
         let (outcome, _) = take_or_refund(&target, &limit, Op::Refund, now, n)?;
         stats::REFUND.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
@@ -298,7 +298,7 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             Some(_) => return Err(Error::WrongType),
         };
         let event = match change {
-            Change::Append(append) if log.unwrap_or(EMPTY).takes(&append) => {
+            Change::Append(append) if log.as_deref().unwrap_or(EMPTY).takes(&append) => {
                 stats::SLIDING_LOG.event
             }
             // No log, no units to give back: nothing changes, as for RL.REFUND.
@@ -306,12 +306,11 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             Change::Remove(_) => stats::REFUND.event,
             _ => return Err(Error::LogChange),
         };
-        let log = key.log_mut()?;
-        match change {
+        key.change_log(|log| match change {
             Change::Append(append) => log.apply(append),
             Change::Remove(removal) => log.remove(removal),
             Change::Put(_) | Change::Lease(_) => {} // refused above
-        }
+        })?;
         key.expire_at(Some(expire_at_ms));
         signal_modified(ctx, name, event);
         ctx.replicate_verbatim();
@@ -337,14 +336,16 @@ pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         if !takes {
             return Err(Error::LeaseChange);
         }
-        let leases = key.leases_mut()?;
-        leases.apply(change);
+        let emptied = key.change_leases(|leases| {
+            leases.apply(change);
+            leases.held.is_empty()
+        })?;
         let event = match change {
             concurrency::Change::Acquire { .. } => stats::ACQUIRE.event,
             concurrency::Change::Release { .. } => stats::RELEASE.event,
             concurrency::Change::Renew { .. } => stats::RENEW.event,
         };
-        if leases.held.is_empty() {
+        if emptied {
             key.delete();
             signal_modified(ctx, name, event);
             notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", name);
@@ -434,16 +435,16 @@ fn commit(
         }
         // A log can be long, so replicas receive the change, not the log.
         Change::Append(append) => {
-            key.log_mut()?.apply(append);
+            key.change_log(|log| log.apply(append))?;
             replicate::log_append(ctx, name, &append, expire_at_ms);
         }
         Change::Remove(removal) if !fresh => {
-            key.log_mut()?.remove(removal);
+            key.change_log(|log| log.remove(removal))?;
             replicate::log_removal(ctx, name, &removal, expire_at_ms);
         }
         // Leases can be many too: replicas receive the lease's change.
         Change::Lease(change) if !fresh => {
-            key.leases_mut()?.apply(change);
+            key.change_leases(|leases| leases.apply(change))?;
             replicate::lease(ctx, name, &change, expire_at_ms);
         }
         Change::Put(_) | Change::Remove(_) | Change::Lease(_) => {

@@ -55,6 +55,11 @@ fn as_strings(borrowed: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
 /// An `extern "C"` entry point for a handler.
 macro_rules! entry {
     ($handler:path) => {{
+        /// The command's entry point.
+        ///
+        /// # Safety
+        /// Safe to call as Redis does: on its main thread, with a live
+        /// context and `argc` strings in `argv` that live through the call.
         extern "C" fn entry(
             ctx: *mut ::redis_module::raw::RedisModuleCtx,
             argv: *mut *mut ::redis_module::raw::RedisModuleString,
@@ -78,8 +83,9 @@ pub struct Command {
 }
 
 impl Command {
-    /// Creates the command; called at load.
-    pub fn register(&self, ctx: &Context) -> Result<(), String> {
+    /// Creates the command; called at load. False when it could not be:
+    /// its name is taken (the flags are the module's own, and valid).
+    pub fn register(&self, ctx: &Context) -> bool {
         let [first, last, step] = self.keys;
         // SAFETY: called from RedisModule_OnLoad with a valid context;
         // Redis copies the name and flags.
@@ -94,12 +100,6 @@ impl Command {
                 step,
             )
         };
-        if created != raw::REDISMODULE_OK as c_int {
-            let name = self.name.to_string_lossy();
-            return Err(format!(
-                "ratelimit: could not register {name} (does redis-cell or another module have it?)"
-            ));
-        }
-        Ok(())
+        created == raw::REDISMODULE_OK as c_int
     }
 }

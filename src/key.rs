@@ -8,7 +8,7 @@ use redis_module::{Context, RedisString};
 use crate::algorithms::concurrency::Leases;
 use crate::algorithms::sliding_log::Log;
 use crate::error::Error;
-use crate::state::{self, Fixed, Owned, RATELIMIT_TYPE, Value};
+use crate::state::{Fixed, Items, Owned, RATELIMIT_TYPE, Stored, StoredMut, StoredRef, Value};
 
 enum Slot {
     Empty,
@@ -50,19 +50,39 @@ impl LimiterKey {
     pub fn value(&self) -> Result<Option<Value<'_>>, Error> {
         match self.slot() {
             Slot::Empty => Ok(None),
-            // SAFETY: a value of our type came from `into_value`, and lives
-            // while the key is open and unchanged (`&self`).
-            Slot::Ours(value) => Ok(Some(unsafe { state::view(value) })),
+            // SAFETY: a value of our type came from `Stored::into_raw`, and
+            // lives unchanged while the key is open and borrowed (`&self`).
+            Slot::Ours(word) => Ok(Some(unsafe { StoredRef::new(word) }.view())),
             Slot::Other => Err(Error::WrongType),
         }
     }
 
-    /// Stores a fixed state: in place when the value has its kind already.
+    /// Runs `change` on the value the key holds, when it is of our type,
+    /// and gives Redis the value's new word when the change made one.
+    fn change<R>(&mut self, change: impl FnOnce(&mut StoredMut) -> R) -> Option<R> {
+        let Slot::Ours(word) = self.slot() else { return None };
+        let mut new = word;
+        // SAFETY: a value of our type came from `Stored::into_raw`; the key
+        // is open for writing and borrowed exclusively (`&mut self`), so
+        // nothing else reads or changes it during the change.
+        let result = change(&mut unsafe { StoredMut::new(&mut new) });
+        if new != word {
+            let (raw_type, mut old) = (*RATELIMIT_TYPE.raw_type.borrow(), std::ptr::null_mut());
+            // SAFETY: the key is open for writing and holds a value of our
+            // type, so the call cannot fail; the old word was freed by the
+            // change already, so Redis hands it back to be dropped, not freed.
+            unsafe {
+                raw::RedisModule_ModuleTypeReplaceValue.unwrap()(self.key, raw_type, new, &mut old)
+            };
+        }
+        Some(result)
+    }
+
+    /// Stores a fixed state: in place when the value has its layout.
     pub fn put(&mut self, fixed: Fixed) -> Result<(), Error> {
-        match self.slot() {
-            // SAFETY: a value of our type came from `into_value`.
-            Slot::Ours(value) if unsafe { state::overwrite(value, fixed) } => Ok(()),
-            _ => self.replace(Owned::Fixed(fixed)),
+        match self.change(|value| value.put(fixed)) {
+            Some(()) => Ok(()),
+            None => self.replace(Owned::Fixed(fixed)),
         }
     }
 
@@ -77,7 +97,7 @@ impl LimiterKey {
             raw::RedisModule_ModuleTypeSetValue.unwrap()(
                 self.key,
                 raw_type,
-                state::into_value(owned),
+                Stored::new(owned).into_raw(),
             )
         };
         Ok(())
@@ -86,40 +106,44 @@ impl LimiterKey {
     /// Adds a log's runs or leases to the stored state (RL.SETSTATE's
     /// `APPEND`): `ERR` unless the key holds that kind and takes them.
     pub fn append(&mut self, kind: &[u8], fields: &[u128]) -> Result<(), Error> {
-        match self.slot() {
-            // SAFETY: a value of our type came from `into_value`.
-            Slot::Ours(value) if unsafe { state::append(value, kind, fields) } => Ok(()),
-            Slot::Other => Err(Error::WrongType),
+        if let Slot::Other = self.slot() {
+            return Err(Error::WrongType);
+        }
+        let items = Items::from_setstate(kind, fields).ok_or(Error::State)?;
+        match self.change(|value| value.append(items)) {
+            Some(true) => Ok(()),
             _ => Err(Error::State),
         }
     }
 
-    /// The stored sliding log, to change in place; an empty one when the
-    /// key is missing (or holds another kind, which callers have refused).
-    pub fn log_mut(&mut self) -> Result<&mut Log, Error> {
-        // SAFETY: a value of our type came from `into_value`.
-        let log = |slot| match slot {
-            Slot::Ours(value) => unsafe { state::log_mut(value) },
-            _ => None,
-        };
-        if log(self.slot()).is_none() {
-            self.replace(Owned::Log(Log::default()))?;
+    /// Whether the key holds a value of our type that `test` takes:
+    /// `WRONGTYPE` for a key of another type.
+    fn holds(&self, test: impl FnOnce(StoredRef) -> bool) -> Result<bool, Error> {
+        match self.slot() {
+            Slot::Empty => Ok(false),
+            // SAFETY: a value of our type came from `Stored::into_raw`, and
+            // lives unchanged while the key is open and borrowed (`&self`).
+            Slot::Ours(word) => Ok(test(unsafe { StoredRef::new(word) })),
+            Slot::Other => Err(Error::WrongType),
         }
-        log(self.slot()).ok_or(Error::WrongType)
     }
 
-    /// The stored leases, to change in place; fresh ones when the key is
+    /// Runs `change` on the stored sliding log; on an empty one when the
+    /// key is missing (or holds another kind, which callers have refused).
+    pub fn change_log<R>(&mut self, change: impl FnOnce(&mut Log) -> R) -> Result<R, Error> {
+        if !self.holds(|value| value.holds_log())? {
+            self.replace(Owned::Log(Log::default()))?;
+        }
+        self.change(|value| value.change_log(change)).flatten().ok_or(Error::WrongType)
+    }
+
+    /// Runs `change` on the stored leases; on fresh ones when the key is
     /// missing (or holds another kind, which callers have refused).
-    pub fn leases_mut(&mut self) -> Result<&mut Leases, Error> {
-        // SAFETY: a value of our type came from `into_value`.
-        let leases = |slot| match slot {
-            Slot::Ours(value) => unsafe { state::leases_mut(value) },
-            _ => None,
-        };
-        if leases(self.slot()).is_none() {
+    pub fn change_leases<R>(&mut self, change: impl FnOnce(&mut Leases) -> R) -> Result<R, Error> {
+        if !self.holds(|value| value.holds_leases())? {
             self.replace(Owned::Leases(Leases::default()))?;
         }
-        leases(self.slot()).ok_or(Error::WrongType)
+        self.change(|value| value.change_leases(change)).flatten().ok_or(Error::WrongType)
     }
 
     /// Sets the key to expire at `unix_ms`, or never when `None`.

@@ -1,6 +1,6 @@
 //! redis-ratelimit: rate-limiting and throttling commands for Redis.
-//! This file only registers the module and its commands; see DESIGN.md for
-//! the contract.
+//! This file only registers the module and its commands; the commands'
+//! contract is docs/commands.md, the code's map docs/architecture.md.
 
 // Under `cargo test` the registration is left out, so the glue looks unused.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
@@ -103,6 +103,11 @@ fn is_valkey(ctx: &redis_module::Context) -> bool {
 /// their database or to one another, and its only global, the key count
 /// of INFO, counts values made and freed wherever they live.
 ///
+/// A command whose name is taken already (by the server, as a Valkey with
+/// its own RL.THROTTLE would, or by a module loaded first, as redis-cell
+/// takes CL.THROTTLE) is skipped with a warning in the server's log, and
+/// the others are registered.
+///
 /// The module's arguments: `CL.THROTTLE` also registers RL.THROTTLE under
 /// redis-cell's name; anything else fails the load.
 fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redis_module::Status {
@@ -122,10 +127,15 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
     }
     replicate::init();
     let cell = cell_name.then(|| throttle_command(throttle::CELL_NAME));
+    let mut skipped = Vec::new();
     for command in commands().iter().chain(&cell) {
-        if let Err(message) = command.register(ctx) {
-            ctx.log_warning(&message);
-            return redis_module::Status::Err;
+        if !command.register(ctx) {
+            let name = command.name.to_string_lossy();
+            ctx.log_warning(&format!(
+                "ratelimit: {name} is taken (by the server or a module loaded before): \
+                 skipped; the module's other commands are registered"
+            ));
+            skipped.push(command.name);
         }
     }
     let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
@@ -139,7 +149,7 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         raw::RedisModule_SetModuleOptions.unwrap()(ctx.get_raw(), (options | valkey) as i32);
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
     };
-    match metadata::register(ctx, cell_name) {
+    match metadata::register(ctx, cell_name, &skipped) {
         Ok(()) => redis_module::Status::Ok,
         Err(message) => {
             ctx.log_warning(&message);

@@ -1,25 +1,26 @@
-//! One limit: an algorithm and its two parameters (`ALGORITHM a b`, or a
+//! One limit: an algorithm and its parameters (`ALGORITHM a b`, or a
 //! command's own `a b`). It decides, refunds and says what to write, for
 //! the single-key commands, RL.MULTI, RL.PEEK and RL.REFUND alike. Pure:
 //! the glue reads the key before and writes it after.
 
-use crate::algorithms::concurrency::{self, Leases};
+use crate::algorithms::concurrency;
 use crate::algorithms::sliding_log::{Append, Removal};
 use crate::algorithms::{
-    Algorithm, Verdict, fixed_window, leaky_bucket, sliding_log, sliding_window, token_bucket,
+    Algorithm, BucketParams, Verdict, WindowParams, fixed_window, leaky_bucket, sliding_log,
+    sliding_window, token_bucket,
 };
 use crate::error::Error;
 use crate::state::{Fixed, Value};
 
-/// A limit with validated parameters.
+/// A limit with validated parameters: each algorithm's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limit {
-    pub algorithm: Algorithm,
-    /// The capacity or limit: the reply's third field.
-    pub size: u64,
-    /// The refill in pico-units per microsecond, or the window or the
-    /// lease in microseconds.
-    pub per: u64,
+pub enum Limit {
+    TokenBucket(BucketParams),
+    LeakyBucket(BucketParams),
+    FixedWindow(WindowParams),
+    SlidingWindow(WindowParams),
+    SlidingLog(WindowParams),
+    Concurrency(concurrency::Params),
 }
 
 /// A limit's reply: `[allowed, remaining, limit, retry_after_ms,
@@ -77,60 +78,72 @@ macro_rules! stored {
 }
 
 impl Limit {
-    fn bucket(&self) -> token_bucket::Params {
-        token_bucket::Params { capacity: self.size, refill_per_us: self.per }
+    /// The algorithm the limit runs.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            Limit::TokenBucket(_) => Algorithm::TokenBucket,
+            Limit::LeakyBucket(_) => Algorithm::LeakyBucket,
+            Limit::FixedWindow(_) => Algorithm::FixedWindow,
+            Limit::SlidingWindow(_) => Algorithm::SlidingWindow,
+            Limit::SlidingLog(_) => Algorithm::SlidingLog,
+            Limit::Concurrency(_) => Algorithm::Concurrency,
+        }
     }
 
-    fn window(&self) -> fixed_window::Params {
-        fixed_window::Params { limit: self.size, window_us: self.per }
+    /// The capacity or limit: the reply's third field.
+    pub fn size(&self) -> u64 {
+        match self {
+            Limit::TokenBucket(p) | Limit::LeakyBucket(p) => p.capacity,
+            Limit::FixedWindow(p) | Limit::SlidingWindow(p) | Limit::SlidingLog(p) => p.limit,
+            Limit::Concurrency(p) => p.limit,
+        }
     }
 
     /// Applies `op` for `n` units at `now_us` to the key's state `value`.
     pub fn run(&self, op: Op, value: Option<Value>, now_us: u64, n: u64) -> Result<Outcome, Error> {
         let take = op == Op::Take;
-        Ok(match self.algorithm {
-            Algorithm::TokenBucket => {
+        Ok(match self {
+            Limit::TokenBucket(params) => {
                 let run = if take { token_bucket::decide } else { token_bucket::refund };
-                let verdict = run(stored!(value, TokenBucket), now_us, &self.bucket(), n);
+                let verdict = run(stored!(value, TokenBucket), now_us, params, n);
                 self.outcome(verdict, None, |s| Change::Put(Fixed::TokenBucket(s)))
             }
-            Algorithm::LeakyBucket => {
+            Limit::LeakyBucket(params) => {
                 let run = if take { leaky_bucket::decide } else { leaky_bucket::refund };
-                let throttle = run(stored!(value, LeakyBucket), now_us, &self.bucket(), n);
+                let throttle = run(stored!(value, LeakyBucket), now_us, params, n);
                 self.outcome(throttle.verdict, Some(throttle.delay_ms), |s| {
                     Change::Put(Fixed::LeakyBucket(s))
                 })
             }
-            Algorithm::FixedWindow => {
+            Limit::FixedWindow(params) => {
                 let run = if take { fixed_window::decide } else { fixed_window::refund };
-                let verdict = run(stored!(value, FixedWindow), now_us, &self.window(), n);
+                let verdict = run(stored!(value, FixedWindow), now_us, params, n);
                 self.outcome(verdict, None, |s| Change::Put(Fixed::FixedWindow(s)))
             }
-            Algorithm::SlidingWindow => {
+            Limit::SlidingWindow(params) => {
                 let run = if take { sliding_window::decide } else { sliding_window::refund };
-                let verdict = run(stored!(value, SlidingWindow), now_us, &self.window(), n);
+                let verdict = run(stored!(value, SlidingWindow), now_us, params, n);
                 self.outcome(verdict, None, |s| Change::Put(Fixed::SlidingWindow(s)))
             }
-            Algorithm::SlidingLog => {
+            Limit::SlidingLog(params) => {
                 let log = match value {
                     None => None,
                     Some(Value::Log(log)) => Some(log),
                     Some(_) => return Err(Error::WrongType),
                 };
-                let window = self.window();
                 match op {
                     Op::Take => {
-                        let verdict = sliding_log::decide(log, now_us, &window, n);
+                        let verdict = sliding_log::decide(log.as_deref(), now_us, params, n);
                         self.outcome(verdict, None, Change::Append)
                     }
                     Op::Refund => {
-                        let verdict = sliding_log::refund(log, now_us, &window, n);
+                        let verdict = sliding_log::refund(log.as_deref(), now_us, params, n);
                         self.outcome(verdict, None, Change::Remove)
                     }
                 }
             }
-            Algorithm::Concurrency => {
-                let leases: Option<&Leases> = match value {
+            Limit::Concurrency(params) => {
+                let leases = match value {
                     None => None,
                     Some(Value::Leases(leases)) => Some(leases),
                     Some(_) => return Err(Error::WrongType),
@@ -139,8 +152,7 @@ impl Limit {
                 if op == Op::Refund {
                     return Err(Error::RefundConcurrency);
                 }
-                let params = concurrency::Params { limit: self.size, lease_us: self.per };
-                let verdict = concurrency::acquire(leases, now_us, &params, n);
+                let verdict = concurrency::acquire(leases.as_deref(), now_us, params, n);
                 let lease_id = match verdict.store {
                     Some(concurrency::Change::Acquire { lease, .. }) => lease.id,
                     _ => 0,
@@ -161,7 +173,7 @@ impl Limit {
         let fields = Fields {
             allowed: verdict.allowed,
             remaining: verdict.remaining,
-            limit: self.size,
+            limit: self.size(),
             retry_after_ms: verdict.retry_after_ms,
             reset_after_ms: verdict.reset_after_ms,
             delay_ms,

@@ -347,8 +347,8 @@ fn key_spec(keys: Keys) -> raw::RedisModuleCommandKeySpec {
 /// the server supports them for modules, its ACL categories: `@ratelimit`,
 /// added here unless the server has it built in, and `@write` or `@read`.
 /// Run at load, after the commands exist; `cl_throttle` when CL.THROTTLE
-/// is one of them.
-pub fn register(ctx: &Context, cl_throttle: bool) -> Result<(), String> {
+/// is one of them, `skipped` the commands whose names were taken.
+pub fn register(ctx: &Context, cl_throttle: bool, skipped: &[&CStr]) -> Result<(), String> {
     let ctx = ctx.get_raw();
     // SAFETY: called during OnLoad with a valid context; every pointer
     // handed to Redis lives until the call returns, and Redis copies it.
@@ -358,7 +358,8 @@ pub fn register(ctx: &Context, cl_throttle: bool) -> Result<(), String> {
             // builds with GCRA have it): the commands join it all the same.
             add(ctx, c"ratelimit".as_ptr());
         }
-        for doc in DOCS.iter().chain(cl_throttle.then_some(&CL_THROTTLE)) {
+        let docs = DOCS.iter().chain(cl_throttle.then_some(&CL_THROTTLE));
+        for doc in docs.filter(|doc| !skipped.contains(&doc.name)) {
             let command = raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr());
             if command.is_null() {
                 return Err(format!("{:?} is not registered", doc.name));

@@ -102,6 +102,10 @@ pub fn value_freed() {
 /// `keys:N`, `tokenbucket:calls=C,admitted_units=A,denied_units=D`...,
 /// `refund:calls=C,refunded_units=R`, `release:calls=C,released_leases=R`
 /// and `renew:calls=C,renewed_leases=R`.
+///
+/// # Safety
+/// Redis calls it on its main thread with a live INFO context, for the
+/// call only.
 pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: Redis calls this with a valid INFO context.
     unsafe {

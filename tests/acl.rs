@@ -1,6 +1,6 @@
 //! ACL: which users may call which RL.* commands, on every kind of server
-//! the module loads into (issue 8 item 7, DESIGN.md "Never crash, never
-//! lose"). The tests ask the server what it is and assert the exact
+//! the module loads into (issue 8 item 7; docs/commands.md, "ACL"). The
+//! tests ask the server what it is and assert the exact
 //! behaviour for that kind:
 //!
 //! - Redis 7.0 (Debian's): module commands carry no ACL category at all.

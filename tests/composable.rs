@@ -1,5 +1,6 @@
 //! RL.MULTI, RL.PEEK and RL.REFUND against real servers, with the numbers
-//! worked out by hand from DESIGN.md ("Composable limits", "Large quotas").
+//! worked out by hand from docs/commands.md (RL.MULTI, RL.PEEK, RL.REFUND,
+//! and the ranges of "What every command shares").
 //!
 //! Times are given as T + offset, T = 1700000040, a multiple of 60, so
 //! that minute windows start at T. Parameters are chosen so that no key
@@ -149,7 +150,7 @@ fn multi_denied_by_one_limit_changes_no_key() {
     assert_eq!(take(con, "tb", TB_SLOW, &at(10_000), "0"), [1, 7, 10, 0, 30_000]);
 }
 
-/// DESIGN.md: each limit's `remaining` / `reset_after_ms` describe its
+/// docs/commands.md, RL.MULTI: each limit's `remaining` / `reset_after_ms` describe its
 /// state after the call, unchanged when the call as a whole was denied;
 /// `allowed` says whether that limit alone admits.
 #[test]

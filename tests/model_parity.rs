@@ -293,7 +293,7 @@ fn multi_refund_and_peek_match_the_models_composed() {
     let mut rng = StdRng::seed_from_u64(6);
     let mut seen = Composed::default();
     // A denied RL.MULTI must report the limits that would admit unchanged
-    // (DESIGN.md); those fields are compared at the end, so that every
+    // (docs/commands.md, RL.MULTI); those fields are compared at the end, so that every
     // other field is checked first.
     let mut unchanged_mismatches = Vec::new();
     for group in 0..GROUPS {

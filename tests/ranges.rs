@@ -1,5 +1,5 @@
-//! The extremes of every documented range (docs/commands.md, DESIGN.md
-//! "Large quotas") for the five algorithm commands: 0, 1, the largest and
+//! The extremes of every documented range (docs/commands.md, "What every
+//! command shares") for the five algorithm commands: 0, 1, the largest and
 //! one past it for every number. One past the range is refused with the
 //! ERR naming the argument and changes nothing; every accepted extreme
 //! gives the reply worked out by hand in the comments, and the states it
@@ -874,8 +874,8 @@ fn a_trimmed_sliding_log_gives_its_memory_back() {
 }
 
 /// A unit logged at time 0 counts while 0 > t - window, that is for every
-/// t below the window (DESIGN.md: "a unit taken at time s counts while
-/// s > t - window"). So a limit of 1 at time 0 admits one unit, not two.
+/// t below the window (docs/commands.md, RL.SLIDINGLOG: a unit taken at
+/// time s counts while s > t - window). So a limit of 1 at time 0 admits one unit, not two.
 #[test]
 fn sliding_log_counts_a_unit_logged_at_time_zero() {
     let server = Server::start(&[]);

@@ -1,4 +1,4 @@
-//! Operators' limits (issue 8, DESIGN.md "Never crash, never lose"): out
+//! Operators' limits (issue 8: never crash, never lose): out
 //! of memory under `noeviction` every write command gets Redis's own OOM
 //! error and changes nothing while reads still answer; MODULE UNLOAD is
 //! refused while the module's data type is in use.

@@ -43,27 +43,49 @@ fn take_command(algorithm: &str) -> String {
     if algorithm == "CONCURRENCY" { "RL.ACQUIRE".into() } else { format!("RL.{algorithm}") }
 }
 
-/// A server with the module and one without, the script loaded there.
+/// How script mode is called: `EVALSHA <sha1>` or `FCALL ratelimit_<v>`,
+/// either followed by numkeys, the keys, the command's name and its
+/// arguments.
+#[derive(Clone, Debug)]
+struct Form {
+    command: &'static str,
+    target: String,
+}
+
+/// Loads the script with SCRIPT LOAD: its EVALSHA form.
+fn evalsha(con: &mut redis::Connection) -> Form {
+    let sha = redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query(con).expect("SCRIPT LOAD");
+    Form { command: "EVALSHA", target: sha }
+}
+
+/// Loads the script as a function library with FUNCTION LOAD: its FCALL
+/// form.
+fn fcall(con: &mut redis::Connection) -> Form {
+    let (name, library) = common::function_library(SCRIPT);
+    let loaded: String =
+        redis::cmd("FUNCTION").arg("LOAD").arg(library).query(con).expect("FUNCTION LOAD");
+    assert_eq!(loaded, name);
+    Form { command: "FCALL", target: name }
+}
+
+/// A server with the module and one without, the script loaded there in
+/// the form `load` gives.
 struct Modes {
     module: Server,
     script: Server,
-    sha: String,
+    form: Form,
 }
 
-fn modes() -> Modes {
+fn modes(load: fn(&mut redis::Connection) -> Form) -> Modes {
     let module = Server::start(&[]);
     let script = start_without_module(&[]);
-    let sha = load_script(&mut script.connect());
-    Modes { module, script, sha }
+    let form = load(&mut script.connect());
+    Modes { module, script, form }
 }
 
-fn load_script(con: &mut redis::Connection) -> String {
-    redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query(con).expect("SCRIPT LOAD")
-}
-
-/// The module call `call` as script mode calls it: EVALSHA, the keys, then
-/// the command's name and its arguments without the keys.
-fn as_script(sha: &str, call: &[String]) -> Vec<String> {
+/// The module call `call` as script mode calls it: EVALSHA or FCALL, the
+/// keys, then the command's name and its arguments without the keys.
+fn as_script(form: &Form, call: &[String]) -> Vec<String> {
     let name = call[0].to_uppercase();
     let (keys, rest): (Vec<String>, Vec<String>) = if name == "RL.MULTI" {
         let count: usize = call[1].parse().unwrap_or(0).min(call.len() - 2);
@@ -71,7 +93,7 @@ fn as_script(sha: &str, call: &[String]) -> Vec<String> {
     } else {
         (call[1..2].to_vec(), call[2..].to_vec())
     };
-    let mut out = vec!["EVALSHA".to_string(), sha.to_string(), keys.len().to_string()];
+    let mut out = vec![form.command.to_string(), form.target.clone(), keys.len().to_string()];
     out.extend(keys);
     out.push(call[0].clone());
     out.extend(rest);
@@ -452,12 +474,12 @@ struct Answer {
     expiry: Vec<i64>,
 }
 
-/// Runs `calls` on `con` (as script calls when `sha` is given), each
+/// Runs `calls` on `con` (as script calls when `form` is given), each
 /// followed by PEXPIRETIME of its keys; in one MULTI/EXEC when `atomic`.
 /// Returns the answers and the client's clock before and after, in ms.
 fn run(
     con: &mut redis::Connection,
-    sha: Option<&str>,
+    form: Option<&Form>,
     calls: &[Call],
     atomic: bool,
 ) -> (Vec<Answer>, (i64, i64)) {
@@ -467,8 +489,8 @@ fn run(
     }
     pipe.ignore_errors();
     for call in calls {
-        let args = match sha {
-            Some(sha) => as_script(sha, &call.args),
+        let args = match form {
+            Some(form) => as_script(form, &call.args),
             None => call.args.clone(),
         };
         pipe.cmd(&args[0]).arg(&args[1..]);
@@ -606,11 +628,11 @@ fn past_2_53(value: &Value) -> bool {
 fn compare_exactly(
     module: &mut redis::Connection,
     script: &mut redis::Connection,
-    sha: &str,
+    form: &Form,
     calls: &[Call],
 ) -> Vec<Value> {
     let (ours, module_clock) = run(module, None, calls, true);
-    let (theirs, script_clock) = run(script, Some(sha), calls, true);
+    let (theirs, script_clock) = run(script, Some(form), calls, true);
     let mut compared = calls.len();
     // A key that may have expired before a call, on either server, ends
     // the comparison there: its expiry is on the server's clock, which
@@ -674,7 +696,7 @@ fn algorithm_of(call: &Call) -> Vec<String> {
 
 #[test]
 fn random_sequences_on_given_times_agree_exactly() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x5c41f7);
     let mut per_algorithm = std::collections::HashMap::<String, usize>::new();
@@ -685,7 +707,7 @@ fn random_sequences_on_given_times_agree_exactly() {
     let mut total = 0;
     for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 600).enumerate() {
         let calls = random_sequence(&mut rng, &format!("s{index}"), algorithm, 25);
-        let replies = compare_exactly(module, script, &modes.sha, &calls);
+        let replies = compare_exactly(module, script, &modes.form, &calls);
         for (call, reply) in calls.iter().zip(&replies) {
             for name in algorithm_of(call) {
                 *per_algorithm.entry(name).or_default() += 1;
@@ -747,6 +769,60 @@ fn random_sequences_on_given_times_agree_exactly() {
     }
 }
 
+/// The function form, as the clients load it: the library and its one
+/// function are named for the version, a library of another version loads
+/// beside it under its own name, and random sequences of every command,
+/// called through either, agree with the module exactly.
+#[test]
+fn the_function_library_agrees_with_the_module() {
+    let modes = modes(fcall);
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let (other_name, other_library) = common::function_library(&format!("{SCRIPT}-- v2\n"));
+    assert_ne!(other_name, modes.form.target);
+    let loaded: String =
+        redis::cmd("FUNCTION").arg("LOAD").arg(&other_library).query(script).unwrap();
+    assert_eq!(loaded, other_name);
+    let mut listed = functions(script);
+    listed.sort();
+    let mut expected = vec![
+        (modes.form.target.clone(), vec![modes.form.target.clone()]),
+        (other_name.clone(), vec![other_name.clone()]),
+    ];
+    expected.sort();
+    assert_eq!(listed, expected);
+    let other = Form { command: "FCALL", target: other_name };
+    let mut rng = StdRng::seed_from_u64(0xf0ca11);
+    let mut compared = 0;
+    for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 100).enumerate() {
+        let calls = random_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
+        let form = if index % 2 == 0 { &modes.form } else { &other };
+        compared += compare_exactly(module, script, form, &calls).len();
+    }
+    assert!(compared >= 10_000, "{compared} calls compared");
+}
+
+/// The libraries of FUNCTION LIST, each with its functions' names.
+fn functions(con: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
+    let field = |entry: &Value, name: &str| -> Value {
+        let items = array(entry);
+        let at =
+            items.iter().position(|v| matches!(v, Value::BulkString(b) if b == name.as_bytes()));
+        items[at.expect(name) + 1].clone()
+    };
+    let text = |v: Value| -> String { redis::from_redis_value(v).unwrap() };
+    let libraries: Value = redis::cmd("FUNCTION").arg("LIST").query(con).unwrap();
+    array(&libraries)
+        .iter()
+        .map(|library| {
+            let names = array(&field(library, "functions"))
+                .iter()
+                .map(|f| text(field(f, "name")))
+                .collect();
+            (text(field(library, "library_name")), names)
+        })
+        .collect()
+}
+
 /// Far in the future, where the server's clock (`*`) is behind every key's
 /// last update and so counts as no time passed: `*` gets one exact answer.
 /// Every key is created first by a take at a given time; no refund (one
@@ -794,13 +870,13 @@ fn random_star_sequence(
 
 #[test]
 fn the_server_clock_behind_the_keys_agrees_exactly() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x57a2);
     let (mut compared, mut stars) = (0, 0);
     for (index, algorithm) in ALGORITHMS.iter().cycle().take(ALGORITHMS.len() * 60).enumerate() {
         let calls = random_star_sequence(&mut rng, &format!("f{index}"), algorithm, 25);
-        let done = compare_exactly(module, script, &modes.sha, &calls).len();
+        let done = compare_exactly(module, script, &modes.form, &calls).len();
         compared += done;
         stars += calls[..done].iter().filter(|c| c.args.iter().any(|a| a == "*")).count();
     }
@@ -811,9 +887,13 @@ fn the_server_clock_behind_the_keys_agrees_exactly() {
 /// One call on one server, not in a transaction: its reply, its keys'
 /// PEXPIRETIME after it, and the server's clock (TIME, in ms) just before
 /// and just after it.
-fn run_timed(con: &mut redis::Connection, sha: Option<&str>, call: &Call) -> (Answer, (i64, i64)) {
-    let args = match sha {
-        Some(sha) => as_script(sha, &call.args),
+fn run_timed(
+    con: &mut redis::Connection,
+    form: Option<&Form>,
+    call: &Call,
+) -> (Answer, (i64, i64)) {
+    let args = match form {
+        Some(form) => as_script(form, &call.args),
         None => call.args.clone(),
     };
     let mut pipe = redis::pipe();
@@ -884,7 +964,7 @@ fn agree_within(call: &Call, module: &Value, script: &Value, tolerance: i64) -> 
 /// reset_after_ms to the millisecond.
 #[test]
 fn the_server_clock_agrees_within_the_time_between_the_calls() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x7135);
     let slow = |rng: &mut StdRng, algorithm: &'static str| {
@@ -905,7 +985,7 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
             // Small counts, so that keys fill and empty within the sequence.
             let call = random_call(&mut rng, &keys, "*".into(), true, true);
             let (m, module_clock) = run_timed(module, None, &call);
-            let (s, script_clock) = run_timed(script, Some(&modes.sha), &call);
+            let (s, script_clock) = run_timed(script, Some(&modes.form), &call);
             let gap = (script_clock.1 - module_clock.0).max(module_clock.1 - script_clock.0);
             widest_gap = widest_gap.max(gap);
             // A sliding log's waits run from when its units were logged,
@@ -937,15 +1017,15 @@ fn the_server_clock_agrees_within_the_time_between_the_calls() {
 }
 
 /// A call in raw bytes (arguments that are not UTF-8 included), on the
-/// module, or as a script call when `sha` is given.
-fn raw_call(con: &mut redis::Connection, sha: Option<&str>, call: &[&[u8]]) -> Value {
+/// module, or as a script call when `form` is given.
+fn raw_call(con: &mut redis::Connection, form: Option<&Form>, call: &[&[u8]]) -> Value {
     let mut cmd;
-    match sha {
+    match form {
         None => {
             cmd = redis::cmd(std::str::from_utf8(call[0]).unwrap());
             cmd.arg(&call[1..]);
         }
-        Some(sha) => {
+        Some(form) => {
             let multi = call[0].eq_ignore_ascii_case(b"RL.MULTI");
             let count = if multi {
                 std::str::from_utf8(call.get(1).copied().unwrap_or(b"0")).unwrap().parse().unwrap()
@@ -957,8 +1037,8 @@ fn raw_call(con: &mut redis::Connection, sha: Option<&str>, call: &[&[u8]]) -> V
             } else {
                 call[1..].split_at(count)
             };
-            cmd = redis::cmd("EVALSHA");
-            cmd.arg(sha).arg(keys.len()).arg(keys).arg(call[0]).arg(rest);
+            cmd = redis::cmd(form.command);
+            cmd.arg(&form.target).arg(keys.len()).arg(keys).arg(call[0]).arg(rest);
         }
     }
     cmd.query::<Value>(con).unwrap_or_else(|e| {
@@ -979,7 +1059,7 @@ fn snapshot(con: &mut redis::Connection, keys: &[&str]) -> Vec<(Option<Vec<u8>>,
 /// error, and no key changes on either server.
 #[test]
 fn bad_input_gets_the_module_errors_and_changes_nothing() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let setup: [&[&str]; 11] = [
         // Lease 1 (2 slots) until 1100 s, lease 2 (1 slot) until 1050 s.
@@ -997,9 +1077,9 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
     ];
     for call in setup {
         let bytes: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
-        let sha = call[0].starts_with("RL.").then_some(modes.sha.as_str());
+        let form = call[0].starts_with("RL.").then_some(&modes.form);
         assert!(!matches!(raw_call(module, None, &bytes), Value::ServerError(_)));
-        assert!(!matches!(raw_call(script, sha, &bytes), Value::ServerError(_)));
+        assert!(!matches!(raw_call(script, form, &bytes), Value::ServerError(_)));
     }
     let keys = ["c", "tb", "lb", "fw", "sw", "sl", "string", "list", "hash", "set", "fresh"];
     let before = (snapshot(module, &keys), snapshot(script, &keys));
@@ -1230,7 +1310,7 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
     for case in &cases {
         let parts: Vec<&[u8]> = case.iter().map(|p| p.as_slice()).collect();
         let ours = raw_call(module, None, &parts);
-        let theirs = raw_call(script, Some(&modes.sha), &parts);
+        let theirs = raw_call(script, Some(&modes.form), &parts);
         let printable: Vec<String> =
             parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
         assert!(
@@ -1253,7 +1333,7 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
         (&[b"RL.RENEW", b"fresh", b"1", b"10", b"1000"], "[0, 0, 0]"),
     ] {
         assert_eq!(show(&raw_call(module, None, call)), reply);
-        assert_eq!(show(&raw_call(script, Some(&modes.sha), call)), reply);
+        assert_eq!(show(&raw_call(script, Some(&modes.form), call)), reply);
     }
     assert_eq!((snapshot(module, &keys), snapshot(script, &keys)), before);
 }
@@ -1264,7 +1344,7 @@ fn bad_input_gets_the_module_errors_and_changes_nothing() {
 /// refused with its error, and the key is left as it was.
 #[test]
 fn stored_values_that_script_mode_did_not_write_are_refused() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let script = &mut modes.script.connect();
     const CORRUPT: &str = "ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; it is left unchanged";
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -1363,7 +1443,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
                 continue; // leases that are whole, taken for another algorithm
             }
             let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
-            let reply = raw_call(script, Some(&modes.sha), &parts);
+            let reply = raw_call(script, Some(&modes.form), &parts);
             let expected = if call[0] == "RL.REFUND" && concurrency {
                 "ERR a concurrency limit takes no refund: release its lease with RL.RELEASE"
             } else if lease_call && !concurrency {
@@ -1379,7 +1459,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
 
     // A key of the module's type, on a server with the module.
     let module = &mut modes.module.connect();
-    let sha = load_script(module);
+    let form = evalsha(module);
     assert_eq!(common::ints(module, &["RL.TOKENBUCKET", "m", "10", "0.001", "*", "3"])[0], 1);
     let before = snapshot(module, &["m"]);
     let both_modes = "WRONGTYPE the key holds module-mode state (the redis-ratelimit module's type); script mode cannot use it: give each mode its own key prefix";
@@ -1395,7 +1475,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
         &["RL.PEEK", "m", "CONCURRENCY", "10", "10", "*"],
     ] {
         let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
-        assert_eq!(show(&raw_call(module, Some(&sha), &parts)), both_modes, "{call:?}");
+        assert_eq!(show(&raw_call(module, Some(&form), &parts)), both_modes, "{call:?}");
         assert_eq!(snapshot(module, &["m"]), before, "{call:?} changed the key");
     }
 }
@@ -1407,10 +1487,8 @@ fn stored_values_that_script_mode_did_not_write_are_refused() {
 #[test]
 fn a_cluster_without_the_module_agrees_with_the_module() {
     let nodes = start_cluster_without_module(3);
-    let mut sha = String::new();
-    for node in &nodes {
-        sha = load_script(&mut node.connect());
-    }
+    let forms: Vec<Form> = nodes.iter().map(|node| evalsha(&mut node.connect())).collect();
+    let form = &forms[0];
     let module_server = Server::start(&[]);
     let module = &mut module_server.connect();
     let mut rng = StdRng::seed_from_u64(0xc105);
@@ -1421,7 +1499,7 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
         let calls = random_sequence(&mut rng, &tag, algorithm, 25);
         let node = node_serving(&nodes, &format!("{{{tag}}}"));
         served.insert(node.port);
-        compared += compare_exactly(module, &mut node.connect(), &sha, &calls).len();
+        compared += compare_exactly(module, &mut node.connect(), form, &calls).len();
     }
     assert_eq!(served.len(), 3, "the sequences' keys spread over every node");
     assert!(compared >= 2500, "{compared} calls compared");
@@ -1441,7 +1519,7 @@ fn a_cluster_without_the_module_agrees_with_the_module() {
         b"1",
         b"1",
     ];
-    let reply = show(&raw_call(con, Some(&sha), &cross));
+    let reply = show(&raw_call(con, Some(form), &cross));
     assert!(reply.starts_with("CROSSSLOT"), "{reply}");
 }
 
@@ -1461,7 +1539,7 @@ fn the_readme_session_runs_as_shown() {
         let command = line.strip_prefix("> ").unwrap_or_else(|| panic!("not a command: {line}"));
         let expected = lines.next().expect("a reply");
         let reply = if command.starts_with("SCRIPT LOAD") {
-            sha = load_script(con);
+            sha = evalsha(con).target;
             "\"<sha1>\"".to_string()
         } else {
             let args: Vec<String> =
@@ -1489,13 +1567,13 @@ fn the_readme_session_runs_as_shown() {
 /// refund with REPLY_RANGE and changes nothing (the module's refund does).
 #[test]
 fn replies_past_2_53_are_refused_and_change_nothing() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let fill = ["RL.LEAKYBUCKET", "q", "18446745", "0.011593", "1000", "16562844"];
     let fill: Vec<&[u8]> = fill.iter().map(|a| a.as_bytes()).collect();
     let filled = show(&raw_call(module, None, &fill));
     assert_eq!(filled, "[1, 1883901, 18446745, 0, 1428693521953, 0]");
-    assert_eq!(show(&raw_call(script, Some(&modes.sha), &fill)), filled);
+    assert_eq!(show(&raw_call(script, Some(&modes.form), &fill)), filled);
     let before = snapshot(script, &["q"]);
     for call in [
         &["RL.LEAKYBUCKET", "q", "2", "0.000001", "1000", "1"][..],
@@ -1507,7 +1585,7 @@ fn replies_past_2_53_are_refused_and_change_nothing() {
         let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
         let ours = raw_call(module, None, &parts);
         assert!(past_2_53(&ours), "{call:?}: the module replied {}", show(&ours));
-        assert_eq!(show(&raw_call(script, Some(&modes.sha), &parts)), REPLY_RANGE, "{call:?}");
+        assert_eq!(show(&raw_call(script, Some(&modes.form), &parts)), REPLY_RANGE, "{call:?}");
         assert_eq!(snapshot(script, &["q"]), before, "{call:?} changed the key");
     }
 }
@@ -1519,7 +1597,7 @@ fn replies_past_2_53_are_refused_and_change_nothing() {
 /// `*`: on a fresh key a window's reply depends on the instant.)
 #[test]
 fn random_arguments_get_the_module_replies() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0xf022);
     let tokens: &[&[u8]] = &[
@@ -1599,7 +1677,7 @@ fn random_arguments_get_the_module_replies() {
         }
         let parts: Vec<&[u8]> = call.iter().map(|p| p.as_slice()).collect();
         let ours = raw_call(module, None, &parts);
-        let theirs = raw_call(script, Some(&modes.sha), &parts);
+        let theirs = raw_call(script, Some(&modes.form), &parts);
         let printable: Vec<String> =
             parts.iter().map(|p| String::from_utf8_lossy(p).into()).collect();
         let expected = if past_2_53(&ours) { REPLY_RANGE.to_string() } else { show(&ours) };
@@ -1615,7 +1693,7 @@ fn random_arguments_get_the_module_replies() {
 /// from 1. The last release deletes the key on both servers.
 #[test]
 fn concurrency_at_the_ends_of_its_ranges_agrees_exactly() {
-    let modes = modes();
+    let modes = modes(evalsha);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let far = (client_us() / 1000 + 1_000_000_000).to_string();
     let _: () = redis::cmd("RL.SETSTATE")
@@ -1686,7 +1764,7 @@ fn concurrency_at_the_ends_of_its_ranges_agrees_exactly() {
         let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
         assert_eq!(show(&raw_call(module, None, &parts)), *expected, "module: {call:?}");
         assert_eq!(
-            show(&raw_call(script, Some(&modes.sha), &parts)),
+            show(&raw_call(script, Some(&modes.form), &parts)),
             *expected,
             "script: {call:?}"
         );

@@ -655,13 +655,7 @@ fn compare_once(
               (make test does when ../shared/peers/libredis_cell.so exists)"
 )]
 fn differential_against_redis_cell() {
-    // Compiled in only when CELL_MODULE was set (build.rs); read it again
-    // at run time, where a path that names no file is a failure, not a skip.
-    let cell = std::env::var("CELL_MODULE").unwrap_or_default();
-    assert!(
-        std::path::Path::new(&cell).is_file(),
-        "CELL_MODULE={cell:?} names no file: the differential against redis-cell cannot run"
-    );
+    let cell = common::cell_module();
     let seed = std::env::var("DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(now_ns);
     let server = Server::start(&["--loadmodule", &cell]);
     let con = &mut server.connect();

@@ -7,9 +7,8 @@
 //! when held(t) + n <= limit. The key lives while a lease is held: a state
 //! with no live lease is a fresh one, and lease ids start again at 1.
 
-use super::fixed_window::ms_between;
 use super::varint::{get_varint, put_varint};
-use super::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, Verdict};
+use super::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
 
 /// The parameters of `RL.ACQUIRE`, already validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

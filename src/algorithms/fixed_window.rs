@@ -3,16 +3,8 @@
 //! every node agrees on where they start. Cheap, but up to 2 x limit can
 //! pass in a short span across a window edge.
 
-use super::{Verdict, ceil_div};
-
-/// The parameters of the window algorithms, already validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    /// Most units per window, 1..=MAX_UNITS.
-    pub limit: u64,
-    /// Window length in microseconds, 1000..=MAX_SPAN_US.
-    pub window_us: u64,
-}
+pub use super::WindowParams as Params;
+use super::{Verdict, ms_between, window_start};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
@@ -28,16 +20,6 @@ impl State {
     pub fn is_valid(&self) -> bool {
         (1..=super::MAX_UNITS).contains(&self.count) && self.last_us <= super::MAX_TIME_US
     }
-}
-
-/// Milliseconds, rounded up, from `from_us` to `to_us`.
-pub(super) fn ms_between(from_us: u64, to_us: u64) -> u64 {
-    ceil_div(u128::from(to_us.saturating_sub(from_us)), 1000)
-}
-
-/// The start of the window holding `time_us`.
-pub(super) fn window_start(time_us: u64, window_us: u64) -> u64 {
-    time_us - time_us % window_us
 }
 
 /// The window as seen at `now_us`: the time (never before the last

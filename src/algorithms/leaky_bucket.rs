@@ -9,7 +9,7 @@
 
 use super::{PICO_PER_UNIT, Verdict};
 
-pub use super::token_bucket::Params;
+pub use super::BucketParams as Params;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {

@@ -115,6 +115,56 @@ fn ceil_div(a: u128, b: u128) -> u64 {
     u64::try_from(a.div_ceil(b)).unwrap_or(u64::MAX)
 }
 
+/// Milliseconds, rounded up, from `from_us` to `to_us`.
+fn ms_between(from_us: u64, to_us: u64) -> u64 {
+    ceil_div(u128::from(to_us.saturating_sub(from_us)), 1000)
+}
+
+/// The start of the window holding `time_us`: windows are aligned to the
+/// Unix epoch, [k*window, (k+1)*window), so every node agrees on them.
+fn window_start(time_us: u64, window_us: u64) -> u64 {
+    time_us - time_us % window_us
+}
+
+/// The parameters of the buckets (token bucket, leaky bucket), already
+/// validated: capacity in 1..=MAX_UNITS, rate in 1..=10^18 micro-units per
+/// second, capacity / rate <= MAX_SPAN_US.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketParams {
+    /// Most units the bucket holds.
+    pub capacity: u64,
+    /// Refill (or drain) in pico-units per microsecond (= micro-units per
+    /// second).
+    pub refill_per_us: u64,
+}
+
+impl BucketParams {
+    /// A full bucket, in pico-units.
+    fn full(&self) -> u128 {
+        u128::from(self.capacity) * PICO_PER_UNIT
+    }
+
+    /// Milliseconds, rounded up, for `pico` pico-units to flow at the rate.
+    fn ms_for(&self, pico: u128) -> u64 {
+        ceil_div(pico, u128::from(self.refill_per_us) * 1000)
+    }
+
+    /// Pico-units that flow from `from_us` to `to_us`.
+    fn flow(&self, from_us: u64, to_us: u64) -> u128 {
+        u128::from(to_us - from_us) * u128::from(self.refill_per_us)
+    }
+}
+
+/// The parameters of the windows (fixed window, sliding window, sliding
+/// log), already validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowParams {
+    /// Most units per window, 1..=MAX_UNITS.
+    pub limit: u64,
+    /// Window length in microseconds, 1000..=MAX_SPAN_US.
+    pub window_us: u64,
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::Verdict;
@@ -151,14 +201,21 @@ pub(crate) mod test_alloc {
 
     struct Counting;
 
+    // SAFETY: every call goes to the system's allocator as it came.
     unsafe impl GlobalAlloc for Counting {
+        /// # Safety
+        /// As `GlobalAlloc::alloc`: a layout of non-zero size.
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
             add(layout.size() as isize);
+            // SAFETY: the caller's layout, as it came.
             unsafe { System.alloc(layout) }
         }
 
+        /// # Safety
+        /// As `GlobalAlloc::dealloc`: `ptr` came from `alloc` with `layout`.
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
             add(-(layout.size() as isize));
+            // SAFETY: `ptr` came from `System.alloc` with this layout.
             unsafe { System.dealloc(ptr, layout) }
         }
     }

@@ -8,9 +8,9 @@
 
 use std::borrow::Cow;
 
-use super::fixed_window::{Params, ms_between};
+pub use super::WindowParams as Params;
 use super::varint::{get_varint, put_varint};
-use super::{MAX_TIME_US, MAX_UNITS, Verdict};
+use super::{MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
 
 #[derive(Debug, Clone, Default)]
 pub struct Log {
@@ -135,9 +135,23 @@ impl Log {
         if self.head == 0 {
             return Cow::Borrowed(&self.runs);
         }
+        Cow::Owned([&[0u8][..], self.after_first_delta()].concat())
+    }
+
+    /// The runs' bytes after the first run's delta (whose canonical form
+    /// is one byte, 0): nothing for an empty log.
+    pub fn after_first_delta(&self) -> &[u8] {
         let delta_len = self.runs.get(self.head..).and_then(get_varint).map_or(0, |(_, len)| len);
-        let count_start = (self.head + delta_len).min(self.runs.len());
-        Cow::Owned([&[0u8][..], &self.runs[count_start..]].concat())
+        &self.runs[(self.head + delta_len).min(self.runs.len())..]
+    }
+
+    /// The log of a header and canonical runs that `decode` took before:
+    /// not checked again (a value's own compact bytes), with room for the
+    /// next run.
+    pub fn from_checked(first_us: u64, last_us: u64, total: u64, runs: &[u8]) -> Log {
+        let mut bytes = Vec::with_capacity(runs.len() + RUN_BYTES);
+        bytes.extend_from_slice(runs);
+        Log { first_us, last_us, total, runs: bytes, head: 0 }
     }
 
     /// The runs, oldest first.

@@ -6,8 +6,8 @@
 //! with windows aligned to the epoch as in the fixed window. All of it is
 //! computed multiplied by `window`, in integers, so nothing is rounded.
 
-use super::fixed_window::{Params, ms_between, window_start};
-use super::{Verdict, ceil_div};
+pub use super::WindowParams as Params;
+use super::{Verdict, ceil_div, ms_between, window_start};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {

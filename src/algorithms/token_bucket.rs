@@ -9,17 +9,8 @@
 //! number of pico-tokens every microsecond: no rounding ever accumulates.
 //! Up to 2^53 - 1 tokens that is 96 bits: the math runs in `u128`.
 
-use super::{PICO_PER_UNIT, Verdict, ceil_div};
-
-/// The parameters of one call, already validated: capacity in 1..=MAX_UNITS,
-/// rate in 1..=10^18 micro-units per second, capacity / rate <= MAX_SPAN_US.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    /// Most tokens the bucket holds.
-    pub capacity: u64,
-    /// Refill in pico-tokens per microsecond (= micro-tokens per second).
-    pub refill_per_us: u64,
-}
+pub use super::BucketParams as Params;
+use super::{PICO_PER_UNIT, Verdict};
 
 /// What is stored per key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,22 +19,6 @@ pub struct State {
     pub tokens: u128,
     /// Unix time of the last update, in microseconds.
     pub last_us: u64,
-}
-
-impl Params {
-    pub(super) fn full(&self) -> u128 {
-        u128::from(self.capacity) * PICO_PER_UNIT
-    }
-
-    /// Milliseconds, rounded up, for `pico` pico-units to flow at the rate.
-    pub(super) fn ms_for(&self, pico: u128) -> u64 {
-        ceil_div(pico, u128::from(self.refill_per_us) * 1000)
-    }
-
-    /// Pico-units that flow from `from_us` to `to_us`.
-    pub(super) fn flow(&self, from_us: u64, to_us: u64) -> u128 {
-        u128::from(to_us - from_us) * u128::from(self.refill_per_us)
-    }
 }
 
 impl State {

@@ -30,6 +30,18 @@ pub const COMMANDS: [&str; 15] = [
     "RL.LEASEAPPLY",
 ];
 
+/// The redis-cell build that CELL_MODULE names, for the tests compiled in
+/// only when it was set (build.rs): read again at run time, where a path
+/// that names no file is a failure, not a skip.
+pub fn cell_module() -> String {
+    let cell = std::env::var("CELL_MODULE").unwrap_or_default();
+    assert!(
+        Path::new(&cell).is_file(),
+        "CELL_MODULE={cell:?} names no file: the tests against redis-cell cannot run"
+    );
+    cell
+}
+
 pub fn module_path() -> PathBuf {
     let path = std::env::var_os("RATELIMIT_MODULE").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so")
@@ -147,6 +159,18 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A script-mode source (the text of lua/ratelimit.lua) as the Redis
+/// Function library the clients load with FUNCTION LOAD: a line naming the
+/// library, one naming its function, then the source unchanged. Both are
+/// `ratelimit_<v>`, <v> the first 12 hex digits of the source's SHA1 (its
+/// EVALSHA sha). Returns that name and the library's text.
+pub fn function_library(source: &str) -> (String, String) {
+    let digest = sha1_smol::Sha1::from(source).digest().to_string();
+    let name = format!("ratelimit_{}", &digest[..12]);
+    let text = format!("#!lua name={name}\nlocal RATELIMIT_FUNCTION = '{name}'\n{source}");
+    (name, text)
 }
 
 /// Runs a command and returns its integer-array reply.

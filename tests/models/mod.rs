@@ -1,5 +1,5 @@
-//! Reference models of the five algorithms, written from DESIGN.md's
-//! formulas with plain exact arithmetic (rationals, or integers scaled by
+//! Reference models of the five algorithms, written from the formulas of
+//! docs/commands.md with plain exact arithmetic (rationals, or integers scaled by
 //! the window), and the waits found by stepping a millisecond at a time.
 //! Each `call` returns the reply the module must give; `refund` that of
 //! RL.REFUND, and `multi` composes them into RL.MULTI's.
@@ -216,7 +216,7 @@ impl SlidingLog {
     }
 }
 
-// RL.REFUND: per DESIGN.md, give back up to `n` units; `allowed` is 1, the
+// RL.REFUND: per docs/commands.md, give back up to `n` units; `allowed` is 1, the
 // other fields describe the limiter after the refund. A missing key has
 // nothing to give back and stays missing; a refund that leaves the
 // limiter fresh deletes it (the model's state becomes `None` or empty);

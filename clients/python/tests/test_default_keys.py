@@ -12,6 +12,7 @@ from fastapi.responses import PlainTextResponse
 
 from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter, by_ip
 from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
+from redis_ratelimit_client.limits import number_text
 from servers import Server
 from web import get, serve_asgi
 from windows import wait_for_window_with
@@ -101,3 +102,12 @@ def test_the_key_of_an_unnamed_limit(r: redis.Redis) -> None:
     per_plan = Limit("fixedwindow", lambda request: plans[request], window=60)
     assert key_of(per_plan, "free") == "ratelimit:{user:7}:fixedwindow:5:60"
     assert key_of(per_plan, "pro") == "ratelimit:{user:7}:fixedwindow:50:60"
+
+
+def test_parameter_text_rounds_half_up_as_the_module() -> None:
+    # The float's exact value, six decimals, half up (as Node's toFixed and
+    # the module's own reading): 1/128 = 0.0078125 exactly, so every client
+    # keys an unnamed limit of that rate alike.
+    cases = {1 / 128: "0.007813", 0.5078125: "0.507813", 1 / 3: "0.333333", 0.0000015: "0.000002",
+             0.000001: "0.000001", 0.1: "0.1", 2.5: "2.5", 60: "60", 86400: "86400", 10**12: "1000000000000"}
+    assert {value: number_text(value) for value in cases} == cases

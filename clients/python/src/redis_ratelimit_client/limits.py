@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from decimal import ROUND_HALF_UP, Decimal
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Awaitable, Callable, Literal, Optional, Union
@@ -155,9 +156,15 @@ class Limit:
 
 
 def number_text(value: float) -> str:
-    """A decimal as the module reads it: at most six decimals, no exponent."""
-    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    """A decimal as the module reads it: at most six decimals, no exponent,
+    the float's exact value rounded half up at the seventh decimal, as the
+    module rounds the text it gets (and as Node's toFixed does): 1/128 is
+    0.007813 in every client, so their keys and rates agree."""
+    text = str(Decimal(value).quantize(_MICRO, rounding=ROUND_HALF_UP)).rstrip("0").rstrip(".")
     return text or "0"
+
+
+_MICRO = Decimal("0.000001")
 
 
 def token_bucket(limit: int, rate: float, **options: Any) -> Limit:

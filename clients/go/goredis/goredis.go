@@ -1,0 +1,224 @@
+// Package goredis lets a ratelimit.Limiter talk to Redis through go-redis v9:
+// standalone (redis.NewClient), Redis Cluster (redis.NewClusterClient) and
+// Sentinel failover (redis.NewFailoverClient).
+package goredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+)
+
+// Client is a ratelimit.Client over connections of its own, opened with the
+// app's client's options (address, credentials, TLS, Sentinel) changed where
+// the limiter needs it: a sent command is never retried (it may have run),
+// a dial is tried once (a refused connection fails at once), and a call
+// waits as long as its context allows (so a timed-out check's reply can
+// still be read and undone).
+type Client struct {
+	single  *redis.Client
+	cluster *redis.ClusterClient
+
+	mu     sync.Mutex
+	dials  map[string]uint64        // connections opened per node address
+	nodes  map[string]*redis.Client // a cluster's node clients by address
+	closed bool
+}
+
+// New makes a Client with the options of rdb: a *redis.Client (also one
+// from NewFailoverClient) or a *redis.ClusterClient. rdb itself is not
+// used, and stays the app's to close.
+func New(rdb redis.UniversalClient) (*Client, error) {
+	c := &Client{dials: map[string]uint64{}, nodes: map[string]*redis.Client{}}
+	switch rdb := rdb.(type) {
+	case *redis.Client:
+		opt := *rdb.Options()
+		opt.Dialer = c.counting(opt.Dialer)
+		limiterOptions(&opt.MaxRetries, &opt.DialerRetries, &opt.ReadTimeout, &opt.WriteTimeout, &opt.ContextTimeoutEnabled)
+		opt.MaintNotificationsConfig = noNotifications
+		c.single = redis.NewClient(&opt)
+	case *redis.ClusterClient:
+		opt := *rdb.Options()
+		opt.Dialer = c.counting(opt.Dialer)
+		limiterOptions(&opt.MaxRetries, &opt.DialerRetries, &opt.ReadTimeout, &opt.WriteTimeout, &opt.ContextTimeoutEnabled)
+		opt.MaxRedirects = -1 // the limiter follows MOVED itself, once, and never resends after a network error
+		opt.DisableRoutingPolicies = true
+		opt.MaintNotificationsConfig = noNotifications
+		newClient := opt.NewClient
+		opt.NewClient = func(node *redis.Options) *redis.Client {
+			var client *redis.Client
+			if newClient != nil {
+				client = newClient(node)
+			} else {
+				client = redis.NewClient(node)
+			}
+			c.mu.Lock()
+			c.nodes[node.Addr] = client
+			c.mu.Unlock()
+			return client
+		}
+		c.cluster = redis.NewClusterClient(&opt)
+	case nil:
+		return nil, errors.New("goredis: New needs the app's client (redis.NewClient, NewClusterClient or NewFailoverClient)")
+	default:
+		return nil, fmt.Errorf("goredis: New takes a *redis.Client or *redis.ClusterClient (got %T)", rdb)
+	}
+	return c, nil
+}
+
+// noNotifications: the limiter's connections do not take part in a managed
+// service's maintenance hand-offs (the app's own client does); sharing the
+// app's configuration would register its handlers twice.
+var noNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+
+// limiterOptions: no retry of a sent command, one dial try, the context's deadline rules.
+func limiterOptions(maxRetries, dialerRetries *int, readTimeout, writeTimeout *time.Duration, contextTimeout *bool) {
+	*maxRetries = -1
+	*dialerRetries = 1
+	*readTimeout = -1
+	*writeTimeout = -1
+	*contextTimeout = true
+}
+
+// counting wraps a dialer so each connection opened is counted for the
+// node it reached (the limiter decides its mode there again).
+func (c *Client) counting(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil {
+		dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 5 * time.Minute}
+		dial = dialer.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err == nil {
+			c.mu.Lock()
+			c.dials[addr]++
+			c.dials[""]++
+			c.mu.Unlock()
+		}
+		return conn, err
+	}
+}
+
+// Do sends args to the primary that serves key's slot.
+func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error) {
+	if c.single != nil {
+		return reply(c.single.Do(ctx, anys(args)...).Result())
+	}
+	node, err := c.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	result, err := reply(node.Do(ctx, anys(args)...).Result())
+	var moved ratelimit.ReplyError
+	if !errors.As(err, &moved) || (moved.Code() != "MOVED" && moved.Code() != "ASK") {
+		return result, err
+	}
+	// The slot moved (resharding, a failover): the command did not run.
+	// Ask the node named, once, and learn the new layout meanwhile.
+	fields := strings.Fields(string(moved))
+	c.cluster.ReloadState(ctx)
+	if len(fields) != 3 {
+		return nil, err
+	}
+	c.mu.Lock()
+	target := c.nodes[fields[2]]
+	c.mu.Unlock()
+	if target == nil {
+		return nil, err // a node the client does not know yet: unavailable for now
+	}
+	if moved.Code() == "MOVED" {
+		return reply(target.Do(ctx, anys(args)...).Result())
+	}
+	pipe := target.Pipeline()
+	pipe.Do(ctx, "ASKING")
+	cmd := pipe.Do(ctx, anys(args)...)
+	_, _ = pipe.Exec(ctx)
+	return reply(cmd.Result())
+}
+
+// Node is the address of the primary serving key (its dial count), or on one server the server's.
+func (c *Client) Node(key string) (string, uint64) {
+	node := ""
+	if c.cluster != nil {
+		if client, err := c.cluster.MasterForKey(context.Background(), key); err == nil {
+			node = client.Options().Addr
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return node, c.dials[node]
+}
+
+// Cluster reports whether this is a Redis Cluster.
+func (c *Client) Cluster() bool { return c.cluster != nil }
+
+// Close closes the connections.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	closed := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if closed {
+		return nil
+	}
+	if c.single != nil {
+		return c.single.Close()
+	}
+	return c.cluster.Close()
+}
+
+func anys(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}
+
+// reply turns go-redis's reply into the limiter's: int64, string, []any,
+// nil; an error reply a ratelimit.ReplyError.
+func reply(v any, err error) (any, error) {
+	if err == redis.Nil {
+		return nil, nil
+	}
+	var redisErr redis.Error
+	if errors.As(err, &redisErr) {
+		return nil, ratelimit.ReplyError(redisErr.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return normalize(v), nil
+}
+
+// normalize: RESP3 answers (a map, a double, a boolean) as RESP2 would give them.
+func normalize(v any) any {
+	switch v := v.(type) {
+	case []any:
+		for i := range v {
+			v[i] = normalize(v[i])
+		}
+		return v
+	case map[any]any:
+		out := make([]any, 0, 2*len(v))
+		for k, value := range v {
+			out = append(out, normalize(k), normalize(value))
+		}
+		return out
+	case bool:
+		if v {
+			return int64(1)
+		}
+		return nil
+	}
+	return v
+}
