@@ -1,6 +1,6 @@
 export { createLimiter, Limiter, type LimiterOptions } from './limiter.js';
 export { RateLimiterUnavailable, type Decision, type LimitDecision } from './decision.js';
-export { RateLimitConfigError, type Algorithm, type Limit, type Mode, type QuotaUnit } from './options.js';
+export { RateLimitConfigError, type Algorithm, type Limit, type Mode, type QuotaUnit, type ScriptCall } from './options.js';
 export { RateLimitModeError } from './redis.js';
 export { byIp, byUser, ipKey, type RequestWithAddress } from './keys.js';
 export { deniedBody, rateLimitHeaders, seconds, windowSeconds, DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY } from './headers.js';

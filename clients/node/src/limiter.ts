@@ -9,7 +9,7 @@ import { Link, NOT_TRIED, RedisTimeout } from './link.js';
 import { LocalLimiter, micros, share, type MultiReply } from './local.js';
 import { Metrics, type DecisionEvent } from './metrics.js';
 import { ModeSwitch } from './mode.js';
-import { checkLimiterOptions, costOf, isPromise, sizeOf, type CheckedLimit, type Limit, type Mode, type OnUnavailable } from './options.js';
+import { checkLimiterOptions, costOf, isPromise, sizeOf, type CheckedLimit, type Limit, type Mode, type OnUnavailable, type ScriptCall } from './options.js';
 import { clientKind, isErrorReply } from './redis.js';
 
 export interface LimiterOptions<Req = any> {
@@ -38,8 +38,10 @@ export interface LimiterOptions<Req = any> {
   failOpen?: boolean;
   /** Where the line about an unavailable Redis goes; console.warn by default. */
   log?: (line: string) => void;
-  /** `auto` (default): the module where a node has it, else the Lua script; `module`; or `script`. */
+  /** `auto` (default): the module where a node has it, else the Lua library; `module`; or `script`. */
   mode?: Mode;
+  /** Script mode: `auto` (default) calls the library as a Redis Function (FCALL) where a node allows it, else EVALSHA; `fcall` Functions only (a refusal is an error); `evalsha` never Functions. */
+  scriptCall?: ScriptCall;
   /** Called with each decision's outcome (and the Redis call's duration); an exception in it is logged, never breaks the request. */
   onDecision?: (event: DecisionEvent) => void;
   /** Denials answered in process until their retry time: the most kept (least recently used out), 10000 by default; 0 turns it off. */
@@ -84,7 +86,7 @@ export class Limiter<Req = any> {
       ({ link: this.link, cluster: this.cluster, local: this.local } = shared);
     } else {
       const kind = clientKind(options.redis);
-      this.link = new Link(kind, settings.timeoutMs, new ModeSwitch(settings.mode));
+      this.link = new Link(kind, settings.timeoutMs, new ModeSwitch(settings.mode, settings.scriptCall, this.log));
       this.cluster = kind.name.endsWith('cluster');
       this.local = new LocalLimiter(); // empty until Redis fails: a Map
     }

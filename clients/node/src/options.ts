@@ -241,7 +241,11 @@ export type OnUnavailable = 'open' | 'closed' | 'local';
 export type Mode = 'auto' | 'module' | 'script';
 export const MODES: readonly Mode[] = ['auto', 'module', 'script'];
 
-const LIMITER_OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'instances', 'log', 'mode', 'denialCache', 'onDecision'];
+/** Script mode: `auto` FCALL where a node allows Redis Functions, else EVALSHA; `fcall` Functions only; `evalsha` never Functions. */
+export type ScriptCall = 'auto' | 'fcall' | 'evalsha';
+const SCRIPT_CALLS: readonly ScriptCall[] = ['auto', 'fcall', 'evalsha'];
+
+const LIMITER_OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'instances', 'log', 'mode', 'scriptCall', 'denialCache', 'onDecision'];
 
 /** A limiter's options after checking, defaults filled in (the functions and the client are checked, and used as given). */
 export interface LimiterSettings<Req> {
@@ -252,6 +256,7 @@ export interface LimiterSettings<Req> {
   onUnavailable: OnUnavailable;
   instances: number;
   mode: Mode;
+  scriptCall: ScriptCall;
   denialCache: number;
 }
 
@@ -288,7 +293,9 @@ export function checkLimiterOptions<Req>(options: object, base: CheckedLimit<Req
   }
   const mode = o.mode ?? 'auto';
   if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
+  const scriptCall = o.scriptCall ?? 'auto';
+  if (!SCRIPT_CALLS.includes(scriptCall)) throw new RateLimitConfigError('scriptCall', `must be 'auto', 'fcall' or 'evalsha' (got ${String(scriptCall)})`);
   const denialCache = checkInteger('denialCache', o.denialCache ?? 10_000, 0);
   const instances = checkInteger('instances', o.instances ?? 1, 1);
-  return { limits, ipv6Subnet, prefix, timeoutMs, onUnavailable, instances, mode, denialCache };
+  return { limits, ipv6Subnet, prefix, timeoutMs, onUnavailable, instances, mode, scriptCall, denialCache };
 }

@@ -123,6 +123,8 @@ test('limiter options', () => {
     [{ redis, limits, denialCache: -1 }, 'denialCache: must be an integer from 0 to 9007199254740991 (got -1)'],
     [{ redis, limits, mode: 'lua' }, "mode: must be 'auto', 'module' or 'script' (got lua)"],
     [{ redis, limits, mode: 'Module' }, "mode: must be 'auto', 'module' or 'script' (got Module)"],
+    [{ redis, limits, scriptCall: 'eval' }, "scriptCall: must be 'auto', 'fcall' or 'evalsha' (got eval)"],
+    [{ redis, limits, scriptCall: 'FCALL' }, "scriptCall: must be 'auto', 'fcall' or 'evalsha' (got FCALL)"],
     [{ redis, limits, ipv6Subnet: 129 }, 'ipv6Subnet: must be an integer from 1 to 128, or false'],
     [{ redis, limits, key: 'ip' }, 'key: must be a function (got string)'],
   ];
