@@ -1,12 +1,12 @@
 # redis-ratelimit: build, test, run and benchmark the module.
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
-# A redis-cell v0.5.0 build, when the machine has one beside the project:
-# the tests then run the differential against redis-cell (tests/throttle.rs;
-# build.rs compiles it in only when CELL_MODULE is set). Exported to every
-# target alike, so that build and test see the same value and cargo does not
-# rebuild between them.
-export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
+# CELL_MODULE=/path/to/libredis_cell.so (a redis-cell v0.5.0 build): the
+# tests then also run against redis-cell (tests/throttle.rs,
+# tests/taken_names.rs; build.rs compiles them in only when it is set).
+# Exported to every target alike, so that build and test see the same value
+# and cargo does not rebuild between them.
+export CELL_MODULE ?=
 
 .PHONY: all deps build test test-clients test-go memcheck run bench bench-clients bench-http bench-go instructions cluster cluster-stop example clean
 
@@ -74,8 +74,7 @@ run: build
 # rounds; memory per key; what one sliding log of a million runs costs (a
 # trimming call, RL.PEEK, RESTORE, DUMP, DEBUG DIGEST-VALUE); a CSV and
 # docs/bench.svg (scripts/bench.sh). REDIS_SERVER picks the server,
-# CELL_MODULE a redis-cell build (the one in ../shared/peers when there is
-# one, else redis-cell from the crates registry), BENCH_ONLY the rows
+# CELL_MODULE a redis-cell build (else redis-cell from the crates registry), BENCH_ONLY the rows
 # (BENCH_ONLY=long: the long log alone).
 bench: build
 	scripts/bench.sh

@@ -56,6 +56,15 @@ def test_every_block_is_run_by_a_test() -> None:
     assert len(blocks) == len(BLOCKS)
 
 
+def test_the_repository_readme_shows_a_block_of_this_readme() -> None:
+    # The repository's README shows the Flask example as this README has
+    # it, word for word, so the block there is the one test_the_flask_example runs.
+    root = (PACKAGE.parent.parent / "README.md").read_text()
+    shown = re.findall(r"```python\n(.*?)```", root, re.S)
+    ours = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(shown) == 1 and shown[0] in ours and "from flask import Flask" in shown[0]
+
+
 def test_the_install_lines_name_this_package_and_its_extras() -> None:
     (block,) = re.findall(r"```sh\n(.*?)```", README.read_text(), re.S)
     project = tomllib.loads((PACKAGE / "pyproject.toml").read_text())["project"]
