@@ -1,21 +1,24 @@
-// One app of scripts/bench-http-node.sh: Express 5 with no limiter, ours,
+// One app of scripts/bench-http-node.sh: Express 5 with no limiter, ours
+// (module mode, or script mode: the Lua library through FCALL),
 // express-rate-limit + rate-limit-redis, or rate-limiter-flexible (bare, or
-// answering what ours answers), all on one
-// Redis; `admitted` limits never bind, `denied` ones deny all but the first.
-// Usage: node bench-http-app.mjs VARIANT PATH REDIS_URL PORT
+// answering what ours answers), all on one Redis with the module;
+// `admitted` limits never bind, `denied` ones deny all but the first.
+// Usage: node bench-http-app.mjs VARIANT PATH REDIS_URL; prints the port it
+// listens on (a free one, so it never meets another process's server).
 import express from 'express';
 import { createClient } from 'redis';
 
-const [variant, path, url, port] = process.argv.slice(2);
+const [variant, path, url] = process.argv.slice(2);
 const admitted = path === 'admitted';
 const redis = createClient({ url });
 redis.on('error', () => {});
 await redis.connect();
 const app = express();
 
-if (variant === 'ours') {
+if (variant === 'ours' || variant === 'ours-script') {
   const { rateLimit } = await import('redis-ratelimit-client');
-  app.use(rateLimit({ redis, limits: admitted ? { limit: 1e12, rate: 1e9 } : { limit: 1, rate: 0.000001 } }));
+  const limits = admitted ? { limit: 1e12, rate: 1e9 } : { limit: 1, rate: 0.000001 };
+  app.use(rateLimit({ redis, limits, ...(variant === 'ours-script' && { mode: 'script', scriptCall: 'fcall' }) }));
 } else if (variant === 'express-rate-limit') {
   const { rateLimit } = await import('express-rate-limit');
   const { RedisStore } = await import('rate-limit-redis');
@@ -54,4 +57,7 @@ if (variant === 'ours') {
   throw new Error(`unknown variant ${variant}`);
 }
 app.get('/', (_req, res) => res.json({ ok: true }));
-app.listen(Number(port), '127.0.0.1', () => console.log('ready'));
+const server = app.listen(0, '127.0.0.1', (error) => {
+  if (error) throw error;
+  console.log(server.address().port);
+});

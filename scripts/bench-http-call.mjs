@@ -1,9 +1,10 @@
 // Part of scripts/bench-http-node.sh: the limiter's call alone, without HTTP.
 // Node CPU per admitted call, 10 calls in flight, of node-redis sending a
 // PING (what any call on it costs at least), our RL.MULTI and
-// rate-limiter-flexible's script themselves, our check(), and
-// rate-limiter-flexible's consume(); interleaved rounds, medians. Written
-// between the bench-call markers in clients/node/README.md.
+// rate-limiter-flexible's script themselves, our check() (module mode and
+// script mode), and rate-limiter-flexible's consume(); interleaved rounds,
+// medians. Written between the bench-call markers in the README.
+// CALL_ROUNDS and CALLS size it.
 // Usage: node bench-http-call.mjs REDIS_URL README
 import { createClient } from 'redis';
 import { createLimiter } from 'redis-ratelimit-client';
@@ -11,14 +12,16 @@ import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { writeSection } from './bench-readme.mjs';
 
 const [url, readme] = process.argv.slice(2);
-const ROUNDS = 7;
-const CALLS = 100_000;
+const ROUNDS = Number(process.env.CALL_ROUNDS ?? 7);
+const CALLS = Number(process.env.CALLS ?? 100_000);
 const redis = createClient({ url });
 await redis.connect();
 await redis.flushAll();
 const own = redis.duplicate(); // the limiter calls on a connection of its own too
 await own.connect();
 const limiter = createLimiter({ redis, limits: { limit: 1e12, rate: 1e9 } });
+// Its own prefix: script mode's state is not the module's type; FCALL only (a refusal is an error, never EVALSHA in its row).
+const scriptLimiter = createLimiter({ redis, limits: { limit: 1e12, rate: 1e9 }, mode: 'script', scriptCall: 'fcall', prefix: 'ratelimit-script:' });
 const flexible = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: 1e12, duration: 3600 });
 const req = { ip: '203.0.113.7' };
 const key = 'ratelimit:{ip:203.0.113.7}:tokenbucket:1000000000000:1000000000';
@@ -31,7 +34,8 @@ const CALLERS = {
   'node-redis sendCommand (RL.MULTI)': () => own.sendCommand(['RL.MULTI', '1', key, '*', 'TOKENBUCKET', '1000000000000', '1000000000', '1']),
   "node-redis eval (rate-limiter-flexible's script)": () =>
     own.eval(flexible._incrTtlLuaScript, { keys: ['rlflx:203.0.113.8'], arguments: ['1', '3600', '1000000000000', '3600'] }),
-  'ours: check()': () => limiter.check(req),
+  'ours: check() (module)': () => limiter.check(req),
+  'ours: check() (script, FCALL)': () => scriptLimiter.check(req),
   'rate-limiter-flexible: consume()': () => flexible.consume(req.ip),
 };
 
@@ -68,3 +72,4 @@ console.log(table);
 writeSection(readme, 'bench-call', table);
 await Promise.all([redis.quit(), own.quit()]);
 limiter.close();
+scriptLimiter.close();

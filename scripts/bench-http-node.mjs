@@ -1,86 +1,147 @@
 // The driver of scripts/bench-http-node.sh: interleaved rounds of each app
-// on each path, autocannon against it, the app's CPU from /proc; medians,
-// then ratios against ours, written between the markers in clients/node/README.md.
+// on each path, autocannon against it; per run the requests/s, the app's
+// CPU from /proc, Redis's CPU from INFO CPU (used_cpu_sys + used_cpu_user:
+// getrusage, in µs, where /proc's utime and stime count 10 ms ticks), the
+// commands Redis ran (INFO commandstats) and autocannon's p50 and p99
+// latency; medians, then ratios to ours (module), written between the
+// markers in the README. ROUNDS, SECONDS_PER_RUN, CONNECTIONS size it.
 import { spawn, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { createClient } from 'redis';
 import { writeSection } from './bench-readme.mjs';
 
-const [appFile, redisUrl, redisPort, readme] = process.argv.slice(2);
+const [appFile, redisUrl, readme] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SECONDS = Number(process.env.SECONDS_PER_RUN ?? 3);
-const VARIANTS = ['none', 'ours', 'express-rate-limit', 'rate-limiter-flexible', 'rate-limiter-flexible+fields'];
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 10);
+const VARIANTS = ['none', 'ours', 'ours-script', 'express-rate-limit', 'rate-limiter-flexible', 'rate-limiter-flexible+fields'];
+const NAMES = { none: 'no limiter', ours: 'ours (module)', 'ours-script': 'ours (script, FCALL)' };
 const PATHS = ['admitted', 'denied'];
+// The command each of ours must send on the admitted path, about once a request: the row's name says it.
+const SENDS = { ours: 'rl.multi', 'ours-script': 'fcall' };
 const TICK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
-const cpuSeconds = (pid) => {
+const redis = createClient({ url: redisUrl });
+await redis.connect();
+
+const appCpuSeconds = (pid) => {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICK; // utime + stime
 };
 
+const infoFields = (text) => Object.fromEntries(text.split('\r\n').filter((line) => line.includes(':')).map((line) => line.split(':')));
+
+async function redisCpuSeconds() {
+  const info = infoFields(await redis.info('cpu'));
+  return Number(info.used_cpu_sys) + Number(info.used_cpu_user);
+}
+
+/** Calls of each command since the last CONFIG RESETSTAT, but the driver's own (INFO, CONFIG RESETSTAT). */
+async function commandCalls() {
+  const calls = {};
+  for (const [name, stats] of Object.entries(infoFields(await redis.info('commandstats')))) {
+    const command = name.replace(/^cmdstat_/, '').toLowerCase();
+    if (command !== 'info' && command !== 'config|resetstat') calls[command] = Number(/calls=(\d+)/.exec(stats)[1]);
+  }
+  return calls;
+}
+
 /** One run; a run whose app served nothing (it did not come up in time) is tried again, up to three times. */
 async function measure(variant, path) {
   for (let attempt = 1; ; attempt++) {
-    const run = await once(variant, path, port++);
+    const run = await once(variant, path);
     if (run.requests > 0 || attempt === 3) return run;
     console.log(`${variant} ${path}: no request served, again`);
   }
 }
 
-async function once(variant, path, port) {
-  execFileSync('redis-cli', ['-p', redisPort, 'flushall']);
-  const child = spawn(process.execPath, [appFile, variant, path, redisUrl, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise((resolve, reject) => {
-    child.stdout.once('data', resolve);
+async function once(variant, path) {
+  await redis.flushAll();
+  const child = spawn(process.execPath, [appFile, variant, path, redisUrl], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    child.stdout.once('data', (line) => resolve(Number(line)));
     child.once('exit', (code) => reject(new Error(`${variant} exited ${code}`)));
   });
   const url = `http://127.0.0.1:${port}/`;
-  await autocannon({ url, connections: 10, duration: 1 }); // warm-up (and the first, admitted, request of the denied path)
-  const before = cpuSeconds(child.pid);
-  const result = await autocannon({ url, connections: 10, duration: SECONDS });
-  const cpu = cpuSeconds(child.pid) - before;
+  await autocannon({ url, connections: CONNECTIONS, duration: 1 }); // warm-up (and the first, admitted, request of the denied path)
+  await redis.configResetStat();
+  const appBefore = appCpuSeconds(child.pid);
+  const redisBefore = await redisCpuSeconds();
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS });
+  const redisCpu = (await redisCpuSeconds()) - redisBefore;
+  const appCpu = appCpuSeconds(child.pid) - appBefore;
   child.kill();
+  const requests = result.requests.total;
   const expected = path === 'admitted' || variant === 'none' ? '2xx' : 'non2xx';
   const good = expected === '2xx' ? result['2xx'] : result.non2xx;
-  if (result.requests.total === 0 || good < result.requests.total * 0.99) {
-    if (result.requests.total > 0) throw new Error(`${variant} ${path}: ${good} of ${result.requests.total} were ${expected}`);
+  if (requests === 0) console.log(`${variant} ${path}: ${result.errors} errors, ${result.timeouts} timeouts`);
+  if (requests > 0 && good < requests * 0.99) throw new Error(`${variant} ${path}: ${good} of ${requests} were ${expected}`);
+  const perRequest = (n) => n / Math.max(1, requests);
+  const commands = Object.fromEntries(Object.entries(await commandCalls()).map(([command, calls]) => [command, perRequest(calls)]));
+  if (requests > 0 && path === 'admitted' && SENDS[variant] && !(commands[SENDS[variant]] >= 0.99)) {
+    throw new Error(`${variant} ${path}: expected ${SENDS[variant]} for each request, Redis ran ${JSON.stringify(commands)}`);
   }
-  return { requests: result.requests.total, rps: result.requests.total / SECONDS, cpuUs: (cpu * 1e6) / Math.max(1, result.requests.total) };
+  return {
+    requests,
+    rps: requests / SECONDS,
+    appUs: perRequest(appCpu * 1e6),
+    redisUs: perRequest(redisCpu * 1e6),
+    commands,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+  };
 }
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+/** Redis commands a request, as `FCALL 1.00` (the median of each command's count over the rounds). */
+const commandsOf = (runs) => {
+  const names = [...new Set(runs.flatMap((run) => Object.keys(run.commands)))].sort();
+  const counts = names.map((name) => [name.toUpperCase(), median(runs.map((run) => run.commands[name] ?? 0))]).filter(([, n]) => n >= 0.005);
+  return counts.length ? counts.map(([name, n]) => `${name} ${n.toFixed(2)}`).join(', ') : 'none';
+};
 const runs = {};
-let port = 30000 + Math.floor(Math.random() * 20000);
 for (let round = 0; round < ROUNDS; round++) {
   // Each round in another order, so no app always runs first or last.
   const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]);
   for (const path of PATHS) for (const variant of order) {
     const run = await measure(variant, path);
     (runs[`${variant} ${path}`] ??= []).push(run);
-    console.log(`round ${round + 1} ${path} ${variant}: ${run.rps.toFixed(0)} req/s, ${run.cpuUs.toFixed(0)} us CPU/request`);
+    console.log(
+      `round ${round + 1} ${path} ${variant}: ${run.rps.toFixed(0)} req/s, CPU/request app ${run.appUs.toFixed(1)} us, ` +
+        `Redis ${run.redisUs.toFixed(2)} us; p50 ${run.p50} ms, p99 ${run.p99} ms; Redis commands/request: ${commandsOf([run])}`,
+    );
   }
 }
 
 const rows = [];
 for (const path of PATHS) {
-  const ours = runs[`ours ${path}`];
-  const oursRps = median(ours.map((r) => r.rps));
-  const oursCpu = median(ours.map((r) => r.cpuUs));
+  const figures = (variant) => {
+    const these = runs[`${variant} ${path}`];
+    const of = (field) => median(these.map((run) => run[field]));
+    return { rps: of('rps'), appUs: of('appUs'), redisUs: of('redisUs'), p50: of('p50'), p99: of('p99'), commands: commandsOf(these) };
+  };
+  const ours = figures('ours');
+  // Where ours (module) asks Redis nothing (denied: its denial cache), a Redis CPU ratio would divide by Redis's idle cost.
+  const oursAsks = ours.commands !== 'none';
   for (const variant of VARIANTS) {
-    const rps = median(runs[`${variant} ${path}`].map((r) => r.rps));
-    const cpu = median(runs[`${variant} ${path}`].map((r) => r.cpuUs));
-    const ratios = variant === 'ours' ? '1.00 | 1.00' : `${(oursRps / rps).toFixed(2)} | ${(oursCpu / cpu).toFixed(2)}`;
-    rows.push(`| ${path} | ${variant === 'none' ? 'no limiter' : variant} | ${rps.toFixed(0)} | ${cpu.toFixed(0)} | ${ratios} |`);
+    const f = figures(variant);
+    const ratios = [f.rps / ours.rps, f.appUs / ours.appUs].map((r) => r.toFixed(2));
+    ratios.push(oursAsks ? (f.redisUs / ours.redisUs).toFixed(2) : '-');
+    const cells = [path, NAMES[variant] ?? variant, f.rps.toFixed(0), f.appUs.toFixed(0), f.redisUs.toFixed(1), f.commands, `${f.p50} / ${f.p99}`, ...ratios];
+    rows.push(`| ${cells.join(' | ')} |`);
   }
 }
+const version = (name) => JSON.parse(readFileSync(`node_modules/${name}/package.json`, 'utf8')).version;
+const libraries = ['express', 'redis', 'express-rate-limit', 'rate-limit-redis', 'rate-limiter-flexible'].map((name) => `${name} ${version(name)}`);
 const table = [
-  `Express 5, one client address, 10 connections, ${ROUNDS} interleaved rounds of ${SECONDS} s, medians (\`make bench-http\`, ${new Date().toISOString().slice(0, 10)}, ${process.version}).`,
-  'Ratios are ours / theirs: requests/s above 1 and CPU below 1 favour ours. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache). rate-limiter-flexible+fields: the same limiter, answering what ours answers (the two RateLimit fields, our 429 body, the result on `req.rateLimit` and `res.locals.rateLimit`).',
+  `${libraries.join(', ')}; one client address, ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s, medians (\`make bench-http\`, ${new Date().toISOString().slice(0, 10)}, ${process.version}, Redis ${infoFields(await redis.info('server')).redis_version}).`,
+  'CPU is per request served: the app process\'s, and the Redis server\'s (INFO CPU). Ratios are this row / ours (module): requests/s above 1, CPU below 1 favour this row. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache, so Redis CPU is its idle cost there and has no ratio). rate-limiter-flexible+fields: the same limiter, answering what ours answers (the two RateLimit fields, our 429 body, the result on `req.rateLimit` and `res.locals.rateLimit`).',
   '',
-  '| path | app | requests/s | app CPU µs/request | ours/this requests/s | ours/this CPU |',
-  '|---|---|---|---|---|---|',
+  '| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | Redis commands/request, inside scripts too | p50 / p99 ms | requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |',
+  '|---|---|---:|---:|---:|---|---:|---:|---:|---:|',
   ...rows,
 ].join('\n');
 console.log(table);
 writeSection(readme, 'bench-http', table);
+await redis.quit();

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # make bench-http (Node part): Express 5 with no limiter, with
-# redis-ratelimit-client, with express-rate-limit + rate-limit-redis and with
-# rate-limiter-flexible, side by side on one Redis with the module, then
-# the limiter's call alone (bench-http-call.mjs); the
-# comparison libraries are installed from npm into a temporary app, never
-# into the package. Writes its tables into clients/node/README.md. Holds
+# redis-ratelimit-client (module mode, and script mode: the Lua library
+# through FCALL), with express-rate-limit + rate-limit-redis and with
+# rate-limiter-flexible, side by side on one Redis with the module
+# (bench-http-node.mjs: requests/s, app and Redis CPU a request, latency),
+# then the limiter's call alone (bench-http-call.mjs); the comparison
+# libraries are installed from npm into a temporary app, never into the
+# package. Writes its tables into clients/node/README.md (or $README).
+# ROUNDS, SECONDS_PER_RUN, CONNECTIONS, CALL_ROUNDS and CALLS size it. Holds
 # /tmp/redis-ratelimit-bench.lock (or $BENCH_LOCK) so two benchmarks never run at once.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
 lock=${BENCH_LOCK:-/tmp/redis-ratelimit-bench.lock}
 if [ -z "${BENCH_LOCKED:-}" ]; then exec env BENCH_LOCKED=1 flock "$lock" "$0" "$@"; fi
+readme=$(realpath "${README:-$(dirname "$0")/../clients/node/README.md}")
+cd "$(dirname "$0")/.."
+root=$PWD
 
 dir=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
@@ -24,5 +28,5 @@ npm install --no-audit --no-fund --silent express@5 redis@5 express-rate-limit r
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes \
   --logfile "$dir/redis.log" --loadmodule "$root/target/release/libredis_ratelimit.so"
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
-node bench-http-node.mjs "$dir/bench-http-app.mjs" "redis://127.0.0.1:$port" "$port" "$root/clients/node/README.md"
-node bench-http-call.mjs "redis://127.0.0.1:$port" "$root/clients/node/README.md"
+node bench-http-node.mjs "$dir/bench-http-app.mjs" "redis://127.0.0.1:$port" "$readme"
+node bench-http-call.mjs "redis://127.0.0.1:$port" "$readme"
