@@ -1,11 +1,14 @@
 """The FastAPI apps `make bench-http` serves side by side, one route each:
-BENCH_APP = none (no limiter), ours (this package's dependency), slowapi;
+BENCH_APP = none (no limiter), ours (this package's dependency, module
+mode), ours-script (the same in script mode: the Lua library through
+FCALL), slowapi;
 BENCH_PATH = admitted (a limit never reached) or denied (a limit of 1,
 reached by the first request). Redis at REDIS_URL."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 
@@ -21,14 +24,16 @@ if APP == "none":
     async def plain() -> dict[str, bool]:
         return {"ok": True}
 
-elif APP == "ours":
+elif APP in ("ours", "ours-script"):
     from redis.asyncio import Redis
 
     from redis_ratelimit_client import AsyncRateLimiter, Limit
     from redis_ratelimit_client.fastapi import RateLimit, RateLimitExceeded, RateLimitHeadersMiddleware, rate_limit_exceeded_handler
 
     limit = Limit("fixedwindow", 1, window=1_000_000) if DENIED else Limit("tokenbucket", 10**12, rate=10**9)
-    ours = RateLimit(AsyncRateLimiter(Redis.from_url(REDIS_URL), limit))
+    # Script mode's state is not the module's type: its own prefix, on the Redis the module's app shares.
+    script: dict[str, Any] = {"mode": "script", "script_call": "fcall", "prefix": "ratelimit-script:"} if APP == "ours-script" else {}
+    ours = RateLimit(AsyncRateLimiter(Redis.from_url(REDIS_URL), limit, **script))
     app.add_middleware(RateLimitHeadersMiddleware)
     app.add_exception_handler(RateLimitExceeded, rate_limit_exceeded_handler)
 
@@ -51,4 +56,4 @@ elif APP == "slowapi":
         return {"ok": True}
 
 else:
-    raise SystemExit(f"BENCH_APP: none, ours or slowapi (got {APP!r})")
+    raise SystemExit(f"BENCH_APP: none, ours, ours-script or slowapi (got {APP!r})")
