@@ -79,10 +79,20 @@ run: build
 bench: build
 	scripts/bench.sh
 
-# The HTTP frameworks side by side, with our limiter and the ones users
-# would pick instead (interleaved rounds, medians, ratios to no limiter; the
-# tables go into each client's README). Each script holds a lock file
-# (BENCH_LOCK) so that two benchmarks never run at once.
+# The HTTP frameworks side by side (Express 5, FastAPI), with no limiter,
+# ours in module mode and in script mode (FCALL), and the limiters users
+# would pick instead, on one Redis with the module: requests/s, app and
+# Redis CPU a request, p50/p99 latency, Redis commands a request; medians of
+# interleaved rounds, ratios to ours (module); the tables go into each
+# client's README. ROUNDS, SECONDS_PER_RUN, CONNECTIONS size both (defaults:
+# Node 3 rounds of 3 s, 10 connections; Python 9 of 2 s, 8), CALL_ROUNDS
+# and CALLS Node's call-alone table (7 of 100000 calls); about 10 minutes in
+# all. A smoke run, a few seconds a contender (its figures are noise),
+# README=FILE writing a script's tables into a copy of its README:
+#   cp clients/node/README.md /tmp/node.md && README=/tmp/node.md ROUNDS=1 SECONDS_PER_RUN=2 CALL_ROUNDS=1 CALLS=10000 scripts/bench-http-node.sh
+#   cp clients/python/README.md /tmp/py.md && README=/tmp/py.md ROUNDS=1 SECONDS_PER_RUN=2 scripts/bench-http-python.sh
+# Each script holds a lock file (BENCH_LOCK) so that two benchmarks never
+# run at once.
 bench-http: build
 	scripts/bench-http-node.sh
 	scripts/bench-http-python.sh
