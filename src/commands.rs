@@ -7,48 +7,50 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
-use crate::algorithms::Algorithm;
-use crate::algorithms::concurrency::{self, FRESH, Held, Leases};
+use crate::algorithms::concurrency::{self, Concurrency, FRESH, Held, Leases};
+use crate::algorithms::fixed_window::FixedWindow;
+use crate::algorithms::leaky_bucket::LeakyBucket;
 use crate::algorithms::sliding_log::EMPTY;
+use crate::algorithms::sliding_log::SlidingLog;
+use crate::algorithms::sliding_window::SlidingWindow;
+use crate::algorithms::token_bucket::TokenBucket;
 use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
-use crate::limit::{Change, Fields, Limit, Op, Outcome};
+use crate::limit::{Change, Fields, Kind, Limit, Op, Outcome};
 use crate::replicate;
 use crate::state::{Owned, Value};
 use crate::stats::{self, Counters};
 
 /// `RL.TOKENBUCKET key capacity rate now [n]`
 pub fn token_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::TokenBucket)
+    single::<TokenBucket>(ctx, argv, &stats::TOKEN_BUCKET)
 }
 
-/// `RL.LEAKYBUCKET key capacity rate now [n]`: replies with a sixth field,
-/// `delay_ms`.
+/// `RL.LEAKYBUCKET key capacity rate now [n]`
 pub fn leaky_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::LeakyBucket)
+    single::<LeakyBucket>(ctx, argv, &stats::LEAKY_BUCKET)
 }
 
 /// `RL.FIXEDWINDOW key limit window now [n]`
 pub fn fixed_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::FixedWindow)
+    single::<FixedWindow>(ctx, argv, &stats::FIXED_WINDOW)
 }
 
 /// `RL.SLIDINGWINDOW key limit window now [n]`
 pub fn sliding_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::SlidingWindow)
+    single::<SlidingWindow>(ctx, argv, &stats::SLIDING_WINDOW)
 }
 
 /// `RL.SLIDINGLOG key limit window now [n]`
 pub fn sliding_log(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::SlidingLog)
+    single::<SlidingLog>(ctx, argv, &stats::SLIDING_LOG)
 }
 
-/// `RL.ACQUIRE key limit lease now [n]`: replies with a sixth field,
-/// `lease_id`.
+/// `RL.ACQUIRE key limit lease now [n]`
 pub fn acquire(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::Concurrency)
+    single::<Concurrency>(ctx, argv, &stats::ACQUIRE)
 }
 
 /// `RL.RELEASE key lease_id now`: `[released, held, reset_after_ms]`.
@@ -99,8 +101,7 @@ fn on_lease(
         lease_id: None,
     };
     let outcome = Outcome { fields, change: held.store.map(Change::Lease) };
-    let target = Target { ctx, name, algorithm: Algorithm::Concurrency };
-    commit(&target, &mut key, &outcome, server_us, counters.event)?;
+    commit(ctx, name, &mut key, &outcome, server_us, counters.event)?;
     counters.record(true, u64::from(held.done));
     let ctx = ctx.get_raw();
     raw::reply_with_array(ctx, 3);
@@ -131,11 +132,8 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let units = calls.iter().fold(0u64, |units, call| units.wrapping_add(call.n));
         stats::MULTI.record(allowed, units);
         if allowed {
-            for ((key, (name, call)), outcome) in
-                keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
-            {
-                let target = Target { ctx, name, algorithm: call.limit.algorithm() };
-                commit(&target, key, outcome, server_us, stats::MULTI.event)?;
+            for ((key, name), outcome) in keys.iter_mut().zip(names).zip(&outcomes) {
+                commit(ctx, name, key, outcome, server_us, stats::MULTI.event)?;
             }
         } else {
             // Nothing is taken: a limit that would admit reports the state
@@ -183,7 +181,7 @@ fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCa
         .chunks_exact(4)
         .map(|spec| {
             let [algorithm, a, b, n] = spec else { return Err(Error::WrongArity) };
-            let limit = args::limit_spec(algorithm, a, b)?;
+            let limit = Limit::parse(algorithm, a, b)?;
             Ok(LimitCall { limit, n: args::count(Some(n))? })
         })
         .collect::<Result<Vec<_>, Error>>()?;
@@ -222,7 +220,7 @@ pub fn peek(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let [_, name, algorithm, a, b, now, rest @ ..] = argv else {
             return Err(Error::WrongArity);
         };
-        let limit = args::limit_spec(algorithm, a, b)?;
+        let limit = Limit::parse(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
         let key = LimiterKey::open(ctx, name, false);
         let mut outcome = limit.run(Op::Take, key.value()?, resolve(now).1, n)?;
@@ -240,13 +238,15 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let [_, name, algorithm, a, b, now, n] = argv else {
             return Err(Error::WrongArity);
         };
-        let limit = args::limit_spec(algorithm, a, b)?;
+        let limit = Limit::parse(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(Some(n))?);
-        if limit.algorithm() == Algorithm::Concurrency {
+        // A slot comes back by its lease's id: RL.RELEASE.
+        if let Limit::Concurrency(_) = limit {
             return Err(Error::RefundConcurrency);
         }
-        let target = Target { ctx, name, algorithm: limit.algorithm() };
-        let (outcome, _) = take_or_refund(&target, &limit, Op::Refund, now, n)?;
+        let outcome = take_or_refund(ctx, name, now, stats::REFUND.event, |value, now_us| {
+            limit.run(Op::Refund, value, now_us, n)
+        })?;
         stats::REFUND.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
@@ -373,42 +373,37 @@ fn optional(rest: &[RedisString]) -> Result<Option<&[u8]>, Error> {
     }
 }
 
-/// `RL.<ALGORITHM> key a b now [n]`
-fn single(ctx: &Context, argv: &[RedisString], algorithm: Algorithm) -> RedisResult {
+/// `RL.<ALGORITHM> key a b now [n]`: RL.TOKENBUCKET, RL.LEAKYBUCKET,
+/// RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and RL.ACQUIRE, each
+/// counted in its own `counters`.
+pub fn single<K: Kind>(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, a, b, now, rest @ ..] = argv else { return Err(Error::WrongArity) };
-        let limit = args::limit(algorithm, a, b)?;
+        let params = K::params(a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
-        let target = Target { ctx, name, algorithm };
-        let (outcome, counters) = take_or_refund(&target, &limit, Op::Take, now, n)?;
+        let outcome = take_or_refund(ctx, name, now, counters.event, |value, now_us| {
+            K::run(&params, Op::Take, value, now_us, n)
+        })?;
         counters.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
     })
 }
 
-/// The key a limit applies to, and the limit's algorithm.
-struct Target<'a> {
-    ctx: &'a Context,
-    name: &'a RedisString,
-    algorithm: Algorithm,
-}
-
-/// One limit on one key: reads it, runs `op`, writes the change.
+/// One limit on one key: reads it, runs `limit` on its state, writes the
+/// change, emitting `event`.
 fn take_or_refund(
-    target: &Target,
-    limit: &Limit,
-    op: Op,
+    ctx: &Context,
+    name: &RedisString,
     now: Now,
-    n: u64,
-) -> Result<(Outcome, &'static Counters), Error> {
-    let mut key = LimiterKey::open(target.ctx, target.name, true);
+    event: &CStr,
+    limit: impl FnOnce(Option<Value>, u64) -> Result<Outcome, Error>,
+) -> Result<Outcome, Error> {
+    let mut key = LimiterKey::open(ctx, name, true);
     let (server_us, now_us) = resolve(now);
-    let outcome = limit.run(op, key.value()?, now_us, n)?;
-    let counters = stats::of(target.algorithm);
-    let event = if op == Op::Take { counters.event } else { stats::REFUND.event };
-    commit(target, &mut key, &outcome, server_us, event)?;
-    Ok((outcome, counters))
+    let outcome = limit(key.value()?, now_us)?;
+    commit(ctx, name, &mut key, &outcome, server_us, event)?;
+    Ok(outcome)
 }
 
 /// Writes an outcome's change, if any: the key takes the new state and
@@ -416,14 +411,14 @@ fn take_or_refund(
 /// that leaves it fresh deletes it. Then WATCH, keyspace events, replicas
 /// and the AOF hear of it.
 fn commit(
-    target: &Target,
+    ctx: &Context,
+    name: &RedisString,
     key: &mut LimiterKey,
     outcome: &Outcome,
     server_us: u64,
     event: &CStr,
 ) -> Result<(), Error> {
     let Some(change) = outcome.change else { return Ok(()) };
-    let (ctx, name) = (target.ctx, target.name);
     let reset_after_ms = outcome.fields.reset_after_ms;
     let fresh = reset_after_ms == 0;
     // The ranges keep this far below i64::MAX.

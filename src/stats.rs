@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::raw;
 
-use crate::algorithms::Algorithm;
-
 pub struct Counters {
     /// The field name in INFO.
     name: &'static CStr,
@@ -73,18 +71,6 @@ pub static RELEASE: Counters =
 pub static RENEW: Counters = Counters::named(c"renew", c"rl.renew", (c"renewed_leases", None));
 /// RL.THROTTLE, and CL.THROTTLE when the module registers it.
 pub static THROTTLE: Counters = Counters::new(c"throttle", c"rl.throttle");
-
-/// The counters of an algorithm's own command.
-pub fn of(algorithm: Algorithm) -> &'static Counters {
-    match algorithm {
-        Algorithm::TokenBucket => &TOKEN_BUCKET,
-        Algorithm::LeakyBucket => &LEAKY_BUCKET,
-        Algorithm::FixedWindow => &FIXED_WINDOW,
-        Algorithm::SlidingWindow => &SLIDING_WINDOW,
-        Algorithm::SlidingLog => &SLIDING_LOG,
-        Algorithm::Concurrency => &ACQUIRE,
-    }
-}
 
 /// Limiter values in memory. Values may be freed on a lazy-free thread,
 /// so these are real atomic updates; they happen once per key, not per call.

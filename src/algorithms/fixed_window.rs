@@ -3,8 +3,13 @@
 //! every node agrees on where they start. Cheap, but up to 2 x limit can
 //! pass in a short span across a window edge.
 
+use std::ffi::CStr;
+
 pub use super::WindowParams as Params;
 use super::{Verdict, ms_between, window_start};
+use crate::error::Error;
+use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
@@ -66,6 +71,34 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
     let store = (stored.is_some() && n > 0).then_some(after);
     let remaining = params.limit.saturating_sub(after.count);
     Verdict::admitted(remaining, reset_after_ms(after, params.window_us), store)
+}
+
+/// `RL.FIXEDWINDOW key limit window now [n]`, and `FIXEDWINDOW` in a limit spec.
+pub struct FixedWindow;
+
+impl Kind for FixedWindow {
+    const NAME: &'static CStr = c"FIXEDWINDOW";
+    type Params = Params;
+
+    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
+        Params::parse(a, b)
+    }
+
+    fn run(
+        params: &Params,
+        op: Op,
+        value: Option<Value>,
+        now_us: u64,
+        n: u64,
+    ) -> Result<Outcome, Error> {
+        let stored = stored(value, |value| match value {
+            Value::Fixed(Fixed::FixedWindow(state)) => Some(state),
+            _ => None,
+        })?;
+        let run = if op == Op::Take { decide } else { refund };
+        let verdict = run(stored, now_us, params, n);
+        Ok(Outcome::of(verdict, params.limit, |state| Change::Put(Fixed::FixedWindow(state))))
+    }
 }
 
 #[cfg(test)]

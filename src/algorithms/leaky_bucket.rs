@@ -7,9 +7,13 @@
 //! The queue is virtual: a level and a time, O(1) memory. Units are kept in
 //! pico-units and time in microseconds, as in the token bucket.
 
-use super::{PICO_PER_UNIT, Verdict};
+use std::ffi::CStr;
 
 pub use super::BucketParams as Params;
+use super::{PICO_PER_UNIT, Verdict};
+use crate::error::Error;
+use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
@@ -85,6 +89,38 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Th
     Throttle {
         verdict: Verdict::admitted(free(params, level), params.ms_for(level), store),
         delay_ms: params.ms_for(level),
+    }
+}
+
+/// `RL.LEAKYBUCKET key capacity rate now [n]` (its reply
+/// has a sixth field, `delay_ms`), and `LEAKYBUCKET` in a limit spec.
+pub struct LeakyBucket;
+
+impl Kind for LeakyBucket {
+    const NAME: &'static CStr = c"LEAKYBUCKET";
+    type Params = Params;
+
+    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
+        Params::parse(a, b)
+    }
+
+    fn run(
+        params: &Params,
+        op: Op,
+        value: Option<Value>,
+        now_us: u64,
+        n: u64,
+    ) -> Result<Outcome, Error> {
+        let stored = stored(value, |value| match value {
+            Value::Fixed(Fixed::LeakyBucket(state)) => Some(state),
+            _ => None,
+        })?;
+        let run = if op == Op::Take { decide } else { refund };
+        let throttle = run(stored, now_us, params, n);
+        let change = |state| Change::Put(Fixed::LeakyBucket(state));
+        let mut outcome = Outcome::of(throttle.verdict, params.capacity, change);
+        outcome.fields.delay_ms = Some(throttle.delay_ms);
+        Ok(outcome)
     }
 }
 

@@ -7,10 +7,14 @@
 //! count. A run of units a few milliseconds apart takes 3 to 4 bytes.
 
 use std::borrow::Cow;
+use std::ffi::CStr;
 
 pub use super::WindowParams as Params;
 use super::varint::{get_varint, put_varint};
 use super::{MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
+use crate::error::Error;
+use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::state::Value;
 
 #[derive(Debug, Clone, Default)]
 pub struct Log {
@@ -350,6 +354,40 @@ pub fn refund(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdic
         .map_or(0, |at| leaves_at(now_us, at, params));
     let store = (n > 0).then_some(Removal { cutoff_us, count: n });
     Verdict::admitted(params.limit.saturating_sub(left), reset_after_ms, store)
+}
+
+/// `RL.SLIDINGLOG key limit window now [n]`, and `SLIDINGLOG` in a limit
+/// spec.
+pub struct SlidingLog;
+
+impl Kind for SlidingLog {
+    const NAME: &'static CStr = c"SLIDINGLOG";
+    type Params = Params;
+
+    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
+        Params::parse(a, b)
+    }
+
+    fn run(
+        params: &Params,
+        op: Op,
+        value: Option<Value>,
+        now_us: u64,
+        n: u64,
+    ) -> Result<Outcome, Error> {
+        let log = stored(value, |value| match value {
+            Value::Log(log) => Some(log),
+            _ => None,
+        })?;
+        Ok(match op {
+            Op::Take => {
+                Outcome::of(decide(log.as_deref(), now_us, params, n), params.limit, Change::Append)
+            }
+            Op::Refund => {
+                Outcome::of(refund(log.as_deref(), now_us, params, n), params.limit, Change::Remove)
+            }
+        })
+    }
 }
 
 #[cfg(test)]
