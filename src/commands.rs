@@ -7,13 +7,8 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
-use crate::algorithms::concurrency::{self, Concurrency, FRESH, Held, Leases};
-use crate::algorithms::fixed_window::FixedWindow;
-use crate::algorithms::leaky_bucket::LeakyBucket;
+use crate::algorithms::concurrency::{self, FRESH, Held, Leases};
 use crate::algorithms::sliding_log::EMPTY;
-use crate::algorithms::sliding_log::SlidingLog;
-use crate::algorithms::sliding_window::SlidingWindow;
-use crate::algorithms::token_bucket::TokenBucket;
 use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
@@ -21,55 +16,26 @@ use crate::key::LimiterKey;
 use crate::limit::{Change, Fields, Kind, Limit, Op, Outcome};
 use crate::replicate;
 use crate::state::{Owned, Value};
-use crate::stats::{self, Counters};
-
-/// `RL.TOKENBUCKET key capacity rate now [n]`
-pub fn token_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single::<TokenBucket>(ctx, argv, &stats::TOKEN_BUCKET)
-}
-
-/// `RL.LEAKYBUCKET key capacity rate now [n]`
-pub fn leaky_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single::<LeakyBucket>(ctx, argv, &stats::LEAKY_BUCKET)
-}
-
-/// `RL.FIXEDWINDOW key limit window now [n]`
-pub fn fixed_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single::<FixedWindow>(ctx, argv, &stats::FIXED_WINDOW)
-}
-
-/// `RL.SLIDINGWINDOW key limit window now [n]`
-pub fn sliding_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single::<SlidingWindow>(ctx, argv, &stats::SLIDING_WINDOW)
-}
-
-/// `RL.SLIDINGLOG key limit window now [n]`
-pub fn sliding_log(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single::<SlidingLog>(ctx, argv, &stats::SLIDING_LOG)
-}
-
-/// `RL.ACQUIRE key limit lease now [n]`
-pub fn acquire(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single::<Concurrency>(ctx, argv, &stats::ACQUIRE)
-}
+use crate::stats::Counters;
+use crate::table;
 
 /// `RL.RELEASE key lease_id now`: `[released, held, reset_after_ms]`.
-pub fn release(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn release(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, id, now] = argv else { return Err(Error::WrongArity) };
         let (id, now) = (args::lease_id(id)?, args::now(now)?);
-        on_lease(ctx, name, now, &stats::RELEASE, |leases, now_us| {
+        on_lease(ctx, name, now, counters, |leases, now_us| {
             concurrency::release(leases, now_us, id)
         })
     })
 }
 
 /// `RL.RENEW key lease_id lease now`: `[renewed, held, reset_after_ms]`.
-pub fn renew(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn renew(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, id, lease, now] = argv else { return Err(Error::WrongArity) };
         let (id, lease_us, now) = (args::lease_id(id)?, args::lease_us(lease)?, args::now(now)?);
-        on_lease(ctx, name, now, &stats::RENEW, |leases, now_us| {
+        on_lease(ctx, name, now, counters, |leases, now_us| {
             concurrency::renew(leases, now_us, id, lease_us)
         })
     })
@@ -101,7 +67,7 @@ fn on_lease(
         lease_id: None,
     };
     let outcome = Outcome { fields, change: held.store.map(Change::Lease) };
-    commit(ctx, name, &mut key, &outcome, server_us, counters.event)?;
+    commit(ctx, name, &mut key, &outcome, server_us, counters.event())?;
     counters.record(true, u64::from(held.done));
     let ctx = ctx.get_raw();
     raw::reply_with_array(ctx, 3);
@@ -113,7 +79,7 @@ fn on_lease(
 
 /// `RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]`:
 /// every limit admits its `n` and takes it, or nothing changes anywhere.
-pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn multi(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     if ctx.is_keys_position_request() {
         declare_keys(ctx, argv);
         return Ok(RedisValue::NoReply);
@@ -130,10 +96,10 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             .collect::<Result<Vec<Outcome>, Error>>()?;
         let allowed = outcomes.iter().all(|o| o.fields.allowed);
         let units = calls.iter().fold(0u64, |units, call| units.wrapping_add(call.n));
-        stats::MULTI.record(allowed, units);
+        counters.record(allowed, units);
         if allowed {
             for ((key, name), outcome) in keys.iter_mut().zip(names).zip(&outcomes) {
-                commit(ctx, name, key, outcome, server_us, stats::MULTI.event)?;
+                commit(ctx, name, key, outcome, server_us, counters.event())?;
             }
         } else {
             // Nothing is taken: a limit that would admit reports the state
@@ -215,7 +181,7 @@ fn declare_keys(ctx: &Context, argv: &[RedisString]) {
 
 /// `RL.PEEK key ALGORITHM a b now [n]`: the reply the call would get, with
 /// nothing taken, created or signalled.
-pub fn peek(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn peek(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, algorithm, a, b, now, rest @ ..] = argv else {
             return Err(Error::WrongArity);
@@ -226,14 +192,14 @@ pub fn peek(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let mut outcome = limit.run(Op::Take, key.value()?, resolve(now).1, n)?;
         // Nothing is taken, so no lease is held.
         outcome.fields.lease_id = outcome.fields.lease_id.map(|_| 0);
-        stats::PEEK.record(outcome.fields.allowed, n);
+        counters.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
     })
 }
 
 /// `RL.REFUND key ALGORITHM a b now n`: gives back up to `n` units.
-pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn refund(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, algorithm, a, b, now, n] = argv else {
             return Err(Error::WrongArity);
@@ -244,10 +210,10 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         if let Limit::Concurrency(_) = limit {
             return Err(Error::RefundConcurrency);
         }
-        let outcome = take_or_refund(ctx, name, now, stats::REFUND.event, |value, now_us| {
+        let outcome = take_or_refund(ctx, name, now, counters.event(), |value, now_us| {
             limit.run(Op::Refund, value, now_us, n)
         })?;
-        stats::REFUND.record(true, n);
+        counters.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
     })
@@ -259,7 +225,7 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// field... [PXAT unix_ms]` adds a log's runs or leases to the key's
 /// state (how an AOF rewrite writes a long one), keeping its expiry
 /// unless it gives one.
-pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn set_state(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     let run = || {
         let [_, name, kind, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (append, rest) = match rest {
@@ -276,7 +242,7 @@ pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         if !append || expire_at_ms.is_some() {
             key.expire_at(expire_at_ms);
         }
-        signal_modified(ctx, name, stats::SET_STATE_EVENT);
+        signal_modified(ctx, name, counters.event());
         ctx.replicate_verbatim();
         Ok(RedisValue::SimpleStringStatic("OK"))
     };
@@ -287,7 +253,7 @@ pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// `RL.LOGAPPLY key REMOVE cutoff_us n PXAT unix_ms`: a sliding log's
 /// change (an admitted call's, a refund's), in the form replicas and the
 /// AOF receive it, since the whole log can be long.
-pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn log_apply(ctx: &Context, argv: &[RedisString], _: &Counters) -> RedisResult {
     let run = || {
         let [_, name, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (change, expire_at_ms) = args::log_change(rest)?;
@@ -299,11 +265,11 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         };
         let event = match change {
             Change::Append(append) if log.as_deref().unwrap_or(EMPTY).takes(&append) => {
-                stats::SLIDING_LOG.event
+                table::SLIDING_LOG.counters.event()
             }
             // No log, no units to give back: nothing changes, as for RL.REFUND.
             Change::Remove(_) if log.is_none() => return Ok(RedisValue::SimpleStringStatic("OK")),
-            Change::Remove(_) => stats::REFUND.event,
+            Change::Remove(_) => table::REFUND.counters.event(),
             _ => return Err(Error::LogChange),
         };
         key.change_log(|log| match change {
@@ -323,7 +289,7 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// `... RELEASE at_us id [PXAT unix_ms]` or `... RENEW at_us id expires_us
 /// [PXAT unix_ms]`: a lease's change, in the form replicas and the AOF
 /// receive it, since a key's leases can be many.
-pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn lease_apply(ctx: &Context, argv: &[RedisString], _: &Counters) -> RedisResult {
     let run = || {
         let [_, name, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (change, expire_at_ms) = args::lease_change(rest)?;
@@ -341,9 +307,9 @@ pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             leases.held.is_empty()
         })?;
         let event = match change {
-            concurrency::Change::Acquire { .. } => stats::ACQUIRE.event,
-            concurrency::Change::Release { .. } => stats::RELEASE.event,
-            concurrency::Change::Renew { .. } => stats::RENEW.event,
+            concurrency::Change::Acquire { .. } => table::ACQUIRE.counters.event(),
+            concurrency::Change::Release { .. } => table::RELEASE.counters.event(),
+            concurrency::Change::Renew { .. } => table::RENEW.counters.event(),
         };
         if emptied {
             key.delete();
@@ -381,7 +347,7 @@ pub fn single<K: Kind>(ctx: &Context, argv: &[RedisString], counters: &Counters)
         let [_, name, a, b, now, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let params = K::params(a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
-        let outcome = take_or_refund(ctx, name, now, counters.event, |value, now_us| {
+        let outcome = take_or_refund(ctx, name, now, counters.event(), |value, now_us| {
             K::run(&params, Op::Take, value, now_us, n)
         })?;
         counters.record(outcome.fields.allowed, n);
