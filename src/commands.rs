@@ -13,7 +13,7 @@ use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
-use crate::limit::{Change, Fields, Kind, Limit, Op, Outcome};
+use crate::limit::{Call, Change, Fields, Kind, Limit, Op, Outcome, Parameters};
 use crate::replicate;
 use crate::state::{Owned, Value};
 use crate::stats::Counters;
@@ -92,7 +92,9 @@ pub fn multi(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisR
         let mut outcomes = keys
             .iter()
             .zip(&calls)
-            .map(|(key, call)| call.limit.run(Op::Take, key.value()?, now_us, call.n))
+            .map(|(key, call)| {
+                call.limit.run(Call { op: Op::Take, now_us, n: call.n }, key.value()?)
+            })
             .collect::<Result<Vec<Outcome>, Error>>()?;
         let allowed = outcomes.iter().all(|o| o.fields.allowed);
         let units = calls.iter().fold(0u64, |units, call| units.wrapping_add(call.n));
@@ -106,7 +108,8 @@ pub fn multi(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisR
             // it keeps, as a look (n = 0) does.
             for ((key, call), outcome) in keys.iter().zip(&calls).zip(&mut outcomes) {
                 if outcome.fields.allowed {
-                    outcome.fields = call.limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
+                    let look = Call { op: Op::Take, now_us, n: 0 };
+                    outcome.fields = call.limit.run(look, key.value()?)?.fields;
                 }
             }
         }
@@ -189,7 +192,8 @@ pub fn peek(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisRe
         let limit = Limit::parse(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
         let key = LimiterKey::open(ctx, name, false);
-        let mut outcome = limit.run(Op::Take, key.value()?, resolve(now).1, n)?;
+        let call = Call { op: Op::Take, now_us: resolve(now).1, n };
+        let mut outcome = limit.run(call, key.value()?)?;
         // Nothing is taken, so no lease is held.
         outcome.fields.lease_id = outcome.fields.lease_id.map(|_| 0);
         counters.record(outcome.fields.allowed, n);
@@ -211,7 +215,7 @@ pub fn refund(ctx: &Context, argv: &[RedisString], counters: &Counters) -> Redis
             return Err(Error::RefundConcurrency);
         }
         let outcome = take_or_refund(ctx, name, now, counters.event(), |value, now_us| {
-            limit.run(Op::Refund, value, now_us, n)
+            limit.run(Call { op: Op::Refund, now_us, n }, value)
         })?;
         counters.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
@@ -345,10 +349,10 @@ fn optional(rest: &[RedisString]) -> Result<Option<&[u8]>, Error> {
 pub fn single<K: Kind>(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, a, b, now, rest @ ..] = argv else { return Err(Error::WrongArity) };
-        let params = K::params(a, b)?;
+        let params = K::Params::parse(a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
         let outcome = take_or_refund(ctx, name, now, counters.event(), |value, now_us| {
-            K::run(&params, Op::Take, value, now_us, n)
+            K::run(&params, Call { op: Op::Take, now_us, n }, value)
         })?;
         counters.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);

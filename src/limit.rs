@@ -22,18 +22,37 @@ pub trait Kind {
     /// Its name in a limit spec (`ALGORITHM a b`).
     const NAME: &'static CStr;
     /// Its parameters, each in its range.
-    type Params: Copy;
-    /// Reads `a b` (a command's two parameters), checking their ranges.
-    fn params(a: &[u8], b: &[u8]) -> Result<Self::Params, Error>;
-    /// Applies `op` for `n` units at `now_us` to the key's state `value`
-    /// (`None`: no key): its reply and the change to write.
-    fn run(
-        params: &Self::Params,
-        op: Op,
-        value: Option<Value>,
-        now_us: u64,
-        n: u64,
-    ) -> Result<Outcome, Error>;
+    type Params: Parameters;
+    /// Runs `call` on the key's state `value` (`None`: no key): the reply
+    /// and the change to write.
+    fn run(params: &Self::Params, call: Call, value: Option<Value>) -> Result<Outcome, Error>;
+}
+
+/// An algorithm's parameters, as a command gives them (`a b`).
+pub trait Parameters: Copy {
+    /// Reads `a b`, checking their ranges.
+    fn parse(a: &[u8], b: &[u8]) -> Result<Self, Error>;
+}
+
+/// One call of a limit: take `n` units at `now_us`, or give them back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub op: Op,
+    pub now_us: u64,
+    pub n: u64,
+}
+
+impl Call {
+    /// `decide` or `refund`, as the call's `op` says, on the stored state.
+    pub fn run<S, P, V>(
+        self,
+        [decide, refund]: [fn(S, u64, &P, u64) -> V; 2],
+        stored: S,
+        p: &P,
+    ) -> V {
+        let run = if self.op == Op::Take { decide } else { refund };
+        run(stored, self.now_us, p, self.n)
+    }
 }
 
 /// A limit that RL.MULTI, RL.PEEK or RL.REFUND names: each algorithm with
@@ -61,15 +80,15 @@ impl Limit {
             .unwrap_or(Err(Error::Algorithm))
     }
 
-    /// Applies `op` for `n` units at `now_us` to the key's state `value`.
-    pub fn run(&self, op: Op, value: Option<Value>, now_us: u64, n: u64) -> Result<Outcome, Error> {
+    /// Runs `call` on the key's state `value`.
+    pub fn run(&self, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
         match self {
-            Limit::TokenBucket(params) => TokenBucket::run(params, op, value, now_us, n),
-            Limit::LeakyBucket(params) => LeakyBucket::run(params, op, value, now_us, n),
-            Limit::FixedWindow(params) => FixedWindow::run(params, op, value, now_us, n),
-            Limit::SlidingWindow(params) => SlidingWindow::run(params, op, value, now_us, n),
-            Limit::SlidingLog(params) => SlidingLog::run(params, op, value, now_us, n),
-            Limit::Concurrency(params) => Concurrency::run(params, op, value, now_us, n),
+            Limit::TokenBucket(params) => TokenBucket::run(params, call, value),
+            Limit::LeakyBucket(params) => LeakyBucket::run(params, call, value),
+            Limit::FixedWindow(params) => FixedWindow::run(params, call, value),
+            Limit::SlidingWindow(params) => SlidingWindow::run(params, call, value),
+            Limit::SlidingLog(params) => SlidingLog::run(params, call, value),
+            Limit::Concurrency(params) => Concurrency::run(params, call, value),
         }
     }
 }
@@ -81,7 +100,7 @@ fn parse_as<K: Kind>(
     b: &[u8],
     limit: fn(K::Params) -> Limit,
 ) -> Option<Result<Limit, Error>> {
-    name.eq_ignore_ascii_case(K::NAME.to_bytes()).then(|| K::params(a, b).map(limit))
+    name.eq_ignore_ascii_case(K::NAME.to_bytes()).then(|| K::Params::parse(a, b).map(limit))
 }
 
 /// A limit's reply: `[allowed, remaining, limit, retry_after_ms,
@@ -112,6 +131,12 @@ pub enum Change {
     Lease(concurrency::Change),
 }
 
+impl From<Fixed> for Change {
+    fn from(fixed: Fixed) -> Change {
+        Change::Put(fixed)
+    }
+}
+
 /// A limit's answer: its reply, and the change to make if the call goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
@@ -121,7 +146,11 @@ pub struct Outcome {
 
 impl Outcome {
     /// A verdict's reply, `limit` its third field, and its change.
-    pub fn of<S>(verdict: Verdict<S>, limit: u64, change: impl FnOnce(S) -> Change) -> Outcome {
+    pub fn of<S, C: Into<Change>>(
+        verdict: Verdict<S>,
+        limit: u64,
+        change: impl FnOnce(S) -> C,
+    ) -> Outcome {
         let fields = Fields {
             allowed: verdict.allowed,
             remaining: verdict.remaining,
@@ -131,7 +160,7 @@ impl Outcome {
             delay_ms: None,
             lease_id: None,
         };
-        Outcome { fields, change: verdict.store.map(change) }
+        Outcome { fields, change: verdict.store.map(|store| change(store).into()) }
     }
 }
 
@@ -149,6 +178,15 @@ pub fn stored<'a, S>(
     of: impl FnOnce(Value<'a>) -> Option<S>,
 ) -> Result<Option<S>, Error> {
     value.map(|value| of(value).ok_or(Error::WrongType)).transpose()
+}
+
+/// The key's state, when it holds a fixed state that `of` reads: as
+/// `stored`.
+pub fn fixed<S>(
+    value: Option<Value>,
+    of: impl FnOnce(Fixed) -> Option<S>,
+) -> Result<Option<S>, Error> {
+    stored(value, |value| if let Value::Fixed(fixed) = value { of(fixed) } else { None })
 }
 
 #[cfg(test)]
@@ -169,7 +207,7 @@ mod tests {
     #[test]
     fn concurrency_arguments() {
         use crate::algorithms::{MAX_SPAN_US, MAX_UNITS};
-        let cc = |a: &[u8], b: &[u8]| Concurrency::params(a, b);
+        let cc = |a: &[u8], b: &[u8]| concurrency::Params::parse(a, b);
         let spec = |limit, lease_us| Ok(concurrency::Params { limit, lease_us });
         assert_eq!(cc(b"10", b"30"), spec(10, 30_000_000));
         assert_eq!(cc(b"9007199254740991", b"0.001"), spec(MAX_UNITS, 1000));

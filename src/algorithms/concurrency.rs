@@ -12,7 +12,7 @@ use std::ffi::CStr;
 use super::varint::{get_varint, put_varint};
 use super::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, Verdict, ms_between, size};
 use crate::error::Error;
-use crate::limit::{self, Kind, Op, Outcome, stored};
+use crate::limit::{self, Call, Kind, Op, Outcome, Parameters, stored};
 use crate::state::Value;
 
 /// The parameters of `RL.ACQUIRE`, already validated.
@@ -328,28 +328,14 @@ impl Kind for Concurrency {
     const NAME: &'static CStr = c"CONCURRENCY";
     type Params = Params;
 
-    /// `limit lease`, each in its range.
-    fn params(limit: &[u8], lease: &[u8]) -> Result<Params, Error> {
-        let limit = size(limit).ok_or(Error::Limit)?;
-        Ok(Params { limit, lease_us: crate::args::lease_us(lease)? })
-    }
-
-    fn run(
-        params: &Params,
-        op: Op,
-        value: Option<Value>,
-        now_us: u64,
-        n: u64,
-    ) -> Result<Outcome, Error> {
-        let leases = stored(value, |value| match value {
-            Value::Leases(leases) => Some(leases),
-            _ => None,
-        })?;
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let leases =
+            stored(value, |v| if let Value::Leases(leases) = v { Some(leases) } else { None })?;
         // A slot comes back by its lease's id: RL.RELEASE.
-        if op == Op::Refund {
+        if call.op == Op::Refund {
             return Err(Error::RefundConcurrency);
         }
-        let verdict = acquire(leases.as_deref(), now_us, params, n);
+        let verdict = acquire(leases.as_deref(), call.now_us, params, call.n);
         let lease_id = match verdict.store {
             Some(Change::Acquire { lease, .. }) => lease.id,
             _ => 0,
@@ -357,6 +343,14 @@ impl Kind for Concurrency {
         let mut outcome = Outcome::of(verdict, params.limit, limit::Change::Lease);
         outcome.fields.lease_id = Some(lease_id);
         Ok(outcome)
+    }
+}
+
+impl Parameters for Params {
+    /// `limit lease`, each in its range.
+    fn parse(limit: &[u8], lease: &[u8]) -> Result<Params, Error> {
+        let limit = size(limit).ok_or(Error::Limit)?;
+        Ok(Params { limit, lease_us: crate::args::lease_us(lease)? })
     }
 }
 

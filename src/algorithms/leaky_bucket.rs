@@ -12,7 +12,7 @@ use std::ffi::CStr;
 pub use super::BucketParams as Params;
 use super::{PICO_PER_UNIT, Verdict};
 use crate::error::Error;
-use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::limit::{Call, Kind, Outcome, fixed};
 use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,33 +92,18 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Th
     }
 }
 
-/// `RL.LEAKYBUCKET key capacity rate now [n]` (its reply
-/// has a sixth field, `delay_ms`), and `LEAKYBUCKET` in a limit spec.
+/// `RL.LEAKYBUCKET key capacity rate now [n]` (its reply has a sixth
+/// field, `delay_ms`), and `LEAKYBUCKET` in a limit spec.
 pub struct LeakyBucket;
 
 impl Kind for LeakyBucket {
     const NAME: &'static CStr = c"LEAKYBUCKET";
     type Params = Params;
 
-    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
-        Params::parse(a, b)
-    }
-
-    fn run(
-        params: &Params,
-        op: Op,
-        value: Option<Value>,
-        now_us: u64,
-        n: u64,
-    ) -> Result<Outcome, Error> {
-        let stored = stored(value, |value| match value {
-            Value::Fixed(Fixed::LeakyBucket(state)) => Some(state),
-            _ => None,
-        })?;
-        let run = if op == Op::Take { decide } else { refund };
-        let throttle = run(stored, now_us, params, n);
-        let change = |state| Change::Put(Fixed::LeakyBucket(state));
-        let mut outcome = Outcome::of(throttle.verdict, params.capacity, change);
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored = fixed(value, |f| if let Fixed::LeakyBucket(s) = f { Some(s) } else { None })?;
+        let throttle = call.run([decide, refund], stored, params);
+        let mut outcome = Outcome::of(throttle.verdict, params.capacity, Fixed::LeakyBucket);
         outcome.fields.delay_ms = Some(throttle.delay_ms);
         Ok(outcome)
     }

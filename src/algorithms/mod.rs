@@ -16,6 +16,7 @@ pub mod varint;
 
 use crate::args::{duration_us, integer, micros};
 use crate::error::Error;
+use crate::limit::Parameters;
 
 /// Fixed-point scale of the buckets: one unit (token) is 10^12 pico-units,
 /// so a rate kept to 10^-6 units/s refills a whole number of pico-units
@@ -96,9 +97,9 @@ pub struct BucketParams {
 /// The fastest rate, 10^12 units per second, in micro-units per second.
 pub const MAX_RATE_MICROS: u64 = 1_000_000_000_000 * 1_000_000;
 
-impl BucketParams {
+impl Parameters for BucketParams {
     /// `capacity rate`, each in its range.
-    pub fn parse(capacity: &[u8], rate: &[u8]) -> Result<BucketParams, Error> {
+    fn parse(capacity: &[u8], rate: &[u8]) -> Result<BucketParams, Error> {
         let capacity = size(capacity).ok_or(Error::Capacity)?;
         let refill_per_us =
             micros(rate).filter(|r| (1..=MAX_RATE_MICROS).contains(r)).ok_or(Error::Rate)?;
@@ -110,7 +111,9 @@ impl BucketParams {
         }
         Ok(BucketParams { capacity, refill_per_us })
     }
+}
 
+impl BucketParams {
     /// A full bucket, in pico-units.
     fn full(&self) -> u128 {
         u128::from(self.capacity) * PICO_PER_UNIT
@@ -137,9 +140,9 @@ pub struct WindowParams {
     pub window_us: u64,
 }
 
-impl WindowParams {
+impl Parameters for WindowParams {
     /// `limit window`, each in its range.
-    pub fn parse(limit: &[u8], window: &[u8]) -> Result<WindowParams, Error> {
+    fn parse(limit: &[u8], window: &[u8]) -> Result<WindowParams, Error> {
         let limit = size(limit).ok_or(Error::Limit)?;
         Ok(WindowParams { limit, window_us: duration_us(window).ok_or(Error::Window)? })
     }

@@ -13,7 +13,7 @@ pub use super::WindowParams as Params;
 use super::varint::{get_varint, put_varint};
 use super::{MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
 use crate::error::Error;
-use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::limit::{Call, Change, Kind, Op, Outcome, stored};
 use crate::state::Value;
 
 #[derive(Debug, Clone, Default)]
@@ -364,28 +364,12 @@ impl Kind for SlidingLog {
     const NAME: &'static CStr = c"SLIDINGLOG";
     type Params = Params;
 
-    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
-        Params::parse(a, b)
-    }
-
-    fn run(
-        params: &Params,
-        op: Op,
-        value: Option<Value>,
-        now_us: u64,
-        n: u64,
-    ) -> Result<Outcome, Error> {
-        let log = stored(value, |value| match value {
-            Value::Log(log) => Some(log),
-            _ => None,
-        })?;
-        Ok(match op {
-            Op::Take => {
-                Outcome::of(decide(log.as_deref(), now_us, params, n), params.limit, Change::Append)
-            }
-            Op::Refund => {
-                Outcome::of(refund(log.as_deref(), now_us, params, n), params.limit, Change::Remove)
-            }
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let log = stored(value, |v| if let Value::Log(log) = v { Some(log) } else { None })?;
+        let (log, now_us, n) = (log.as_deref(), call.now_us, call.n);
+        Ok(match call.op {
+            Op::Take => Outcome::of(decide(log, now_us, params, n), params.limit, Change::Append),
+            Op::Refund => Outcome::of(refund(log, now_us, params, n), params.limit, Change::Remove),
         })
     }
 }

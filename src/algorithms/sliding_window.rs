@@ -11,7 +11,7 @@ use std::ffi::CStr;
 pub use super::WindowParams as Params;
 use super::{Verdict, ceil_div, ms_between, window_start};
 use crate::error::Error;
-use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::limit::{Call, Kind, Outcome, fixed};
 use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,31 +147,19 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
     )
 }
 
-/// `RL.SLIDINGWINDOW key limit window now [n]`, and `SLIDINGWINDOW` in a limit spec.
+/// `RL.SLIDINGWINDOW key limit window now [n]`, and `SLIDINGWINDOW` in a limit
+/// spec.
 pub struct SlidingWindow;
 
 impl Kind for SlidingWindow {
     const NAME: &'static CStr = c"SLIDINGWINDOW";
     type Params = Params;
 
-    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
-        Params::parse(a, b)
-    }
-
-    fn run(
-        params: &Params,
-        op: Op,
-        value: Option<Value>,
-        now_us: u64,
-        n: u64,
-    ) -> Result<Outcome, Error> {
-        let stored = stored(value, |value| match value {
-            Value::Fixed(Fixed::SlidingWindow(state)) => Some(state),
-            _ => None,
-        })?;
-        let run = if op == Op::Take { decide } else { refund };
-        let verdict = run(stored, now_us, params, n);
-        Ok(Outcome::of(verdict, params.limit, |state| Change::Put(Fixed::SlidingWindow(state))))
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored =
+            fixed(value, |f| if let Fixed::SlidingWindow(s) = f { Some(s) } else { None })?;
+        let verdict = call.run([decide, refund], stored, params);
+        Ok(Outcome::of(verdict, params.limit, Fixed::SlidingWindow))
     }
 }
 

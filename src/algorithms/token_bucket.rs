@@ -14,7 +14,7 @@ use std::ffi::CStr;
 pub use super::BucketParams as Params;
 use super::{PICO_PER_UNIT, Verdict};
 use crate::error::Error;
-use crate::limit::{Change, Kind, Op, Outcome, stored};
+use crate::limit::{Call, Kind, Outcome, fixed};
 use crate::state::{Fixed, Value};
 
 /// What is stored per key.
@@ -77,31 +77,18 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
     Verdict::admitted((tokens / PICO_PER_UNIT) as u64, params.ms_for(full - tokens), store)
 }
 
-/// `RL.TOKENBUCKET key capacity rate now [n]`, and `TOKENBUCKET` in a limit spec.
+/// `RL.TOKENBUCKET key capacity rate now [n]`, and `TOKENBUCKET` in a limit
+/// spec.
 pub struct TokenBucket;
 
 impl Kind for TokenBucket {
     const NAME: &'static CStr = c"TOKENBUCKET";
     type Params = Params;
 
-    fn params(a: &[u8], b: &[u8]) -> Result<Params, Error> {
-        Params::parse(a, b)
-    }
-
-    fn run(
-        params: &Params,
-        op: Op,
-        value: Option<Value>,
-        now_us: u64,
-        n: u64,
-    ) -> Result<Outcome, Error> {
-        let stored = stored(value, |value| match value {
-            Value::Fixed(Fixed::TokenBucket(state)) => Some(state),
-            _ => None,
-        })?;
-        let run = if op == Op::Take { decide } else { refund };
-        let verdict = run(stored, now_us, params, n);
-        Ok(Outcome::of(verdict, params.capacity, |state| Change::Put(Fixed::TokenBucket(state))))
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored = fixed(value, |f| if let Fixed::TokenBucket(s) = f { Some(s) } else { None })?;
+        let verdict = call.run([decide, refund], stored, params);
+        Ok(Outcome::of(verdict, params.capacity, Fixed::TokenBucket))
     }
 }
 
