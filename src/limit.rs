@@ -34,6 +34,10 @@ pub trait Parameters: Copy {
     fn parse(a: &[u8], b: &[u8]) -> Result<Self, Error>;
 }
 
+/// An algorithm's `decide` or `refund`: (stored state, now_us, parameters,
+/// n) to its verdict.
+pub type Step<S, P, V> = fn(S, u64, &P, u64) -> V;
+
 /// One call of a limit: take `n` units at `now_us`, or give them back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
@@ -44,12 +48,7 @@ pub struct Call {
 
 impl Call {
     /// `decide` or `refund`, as the call's `op` says, on the stored state.
-    pub fn run<S, P, V>(
-        self,
-        [decide, refund]: [fn(S, u64, &P, u64) -> V; 2],
-        stored: S,
-        p: &P,
-    ) -> V {
+    pub fn run<S, P, V>(self, [decide, refund]: [Step<S, P, V>; 2], stored: S, p: &P) -> V {
         let run = if self.op == Op::Take { decide } else { refund };
         run(stored, self.now_us, p, self.n)
     }
