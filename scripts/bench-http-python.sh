@@ -1,8 +1,9 @@
 #!/bin/sh
 # make bench-http, Python part: FastAPI with no limiter, with this package's
 # dependency and with slowapi, side by side on one redis-server with the
-# module (clients/python/bench/http_bench.py); the table goes into
-# clients/python/README.md. Its own venv (.venv-bench-http) holds slowapi.
+# module (clients/python/bench/http_bench.py): requests/s, p50 and p99
+# latency, CPU per request; the table goes into clients/python/README.md.
+# Its own venv (.venv-bench-http) holds slowapi.
 # Holds the lock BENCH_LOCK (a file) so two benchmarks never run at once.
 set -eu
 cd "$(dirname "$0")/../clients/python"

@@ -11,8 +11,12 @@
 # Then used_memory per key for BENCH_KEYS keys, each limiter beside script
 # mode and the seed's hash (scripts/bytes-per-key.sh), a CSV and docs/bench.svg.
 #
-# Script mode (lua/ratelimit.lua through EVALSHA, on the same server) has
-# a row per limiter beside the module's.
+# Script mode (lua/ratelimit.lua as the clients call it, through FCALL of
+# its library and through EVALSHA, on the same server) has a row for every
+# command beside the module's, and a table of each over the seed's token
+# bucket. RL.RENEW and RL.RELEASE have one path, "warm keys": RL.RENEW
+# renews the lease of one of 1000 keys, RL.RELEASE releases the one lease
+# of each of BENCH_REQUESTS keys made for it.
 #
 # Then what one long sliding log costs (LONG_RUNS runs): an admitted call
 # that trims it, RL.PEEK, a load (RESTORE), a save (DUMP), DEBUG
@@ -182,6 +186,13 @@ define() {
   names+=("$1") alloweds+=("$2") admits+=("$3") denies+=("$4")
   warmups+=("${5:-$3}") exhausts+=("${6:-$4}")
 }
+# define_warm NAME ALLOWED COMMAND WARMUP: a row timed on warm keys only
+# (a lease renewed or released needs the key that holds it).
+declare -A warm_only=()
+define_warm() {
+  define "$1" "$2" "$3" "" "$4"
+  warm_only[$1]=1
+}
 # only NAME: whether the row NAME is measured (BENCH_ONLY).
 only() { [ -z "${BENCH_ONLY:-}" ] || grep -Eq -- "$BENCH_ONLY" <<<"$1"; }
 
@@ -233,27 +244,60 @@ define_commands() {
   define RL.PEEK 1 "RL.PEEK pk:__rand_int__ TOKENBUCKET 1000000 0.001 * 1" \
     "RL.PEEK pk:one TOKENBUCKET 1 0.000001 * 1" \
     "RL.TOKENBUCKET pk:__rand_int__ 1000000 0.001 * 1" "RL.TOKENBUCKET pk:one 1 0.000001 * 1"
+  # The lease and refund commands (RL.RELEASE: each call releases the one
+  # lease of a key of its own, __seq__ below).
+  define RL.REFUND 1 "RL.REFUND rf:__rand_int__ TOKENBUCKET 1000000 0.001 * 1" "" \
+    "RL.TOKENBUCKET rf:__rand_int__ 1000000 0.001 * 1000"
+  define_warm RL.RELEASE "" "RL.RELEASE rl:__seq__ 1 *" "RL.ACQUIRE rl:__seq__ 1000000 1000000000 * 1"
+  define_warm RL.RENEW 1 "RL.RENEW rn:__rand_int__ 1 1000000000 *" \
+    "RL.ACQUIRE rn:__rand_int__ 1000000 1000000000 * 1"
   # Script mode: the same calls through lua/ratelimit.lua, on the same
-  # server (its keys are plain strings, so the module plays no part).
-  local rl
-  rl=$(cli -x script load <lua/ratelimit.lua)
-  define "script RL.TOKENBUCKET" 1 "EVALSHA $rl 1 stb:__rand_int__ RL.TOKENBUCKET 1000000 0.001 * 1" \
-    "EVALSHA $rl 1 stb:one RL.TOKENBUCKET 1 0.000001 * 1"
+  # server (its keys are plain strings, so the module plays no part), as
+  # the clients make them: FCALL of the library (loaded as they load it)
+  # and EVALSHA of the script.
+  local sha library
+  sha=$(cli -x script load <lua/ratelimit.lua)
+  library=ratelimit_${sha:0:12}
+  { printf '#!lua name=%s\nlocal RATELIMIT_FUNCTION = %s\n' "$library" "'$library'"
+    cat lua/ratelimit.lua; } | cli -x function load >/dev/null
+  script_rows FCALL "FCALL $library" "$now"
+  script_rows EVALSHA "EVALSHA $sha" "$now"
+}
+
+# script_rows FORM CALL NOW: every command of script mode called as CALL
+# (the script's keys, then the command and its arguments), with the module
+# rows' parameters.
+script_rows() {
+  local form=$1 call=$2 now=$3 k algorithm
+  k=s${form:0:1}
+  define "script $form RL.TOKENBUCKET" 1 "$call 1 ${k}tb:__rand_int__ RL.TOKENBUCKET 1000000 0.001 * 1" \
+    "$call 1 ${k}tb:one RL.TOKENBUCKET 1 0.000001 * 1"
   # As the seed's script is called: the time given by the caller.
-  define "script RL.TOKENBUCKET (now given)" 1 \
-    "EVALSHA $rl 1 stn:__rand_int__ RL.TOKENBUCKET 1000000 0.001 $now 1" \
-    "EVALSHA $rl 1 stn:one RL.TOKENBUCKET 1 0.000001 $now 1"
-  define "script RL.LEAKYBUCKET" 1 "EVALSHA $rl 1 slb:__rand_int__ RL.LEAKYBUCKET 1000000 0.001 * 1" \
-    "EVALSHA $rl 1 slb:one RL.LEAKYBUCKET 1 0.000001 * 1"
-  local algorithm
+  define "script $form RL.TOKENBUCKET (now given)" 1 \
+    "$call 1 ${k}tn:__rand_int__ RL.TOKENBUCKET 1000000 0.001 $now 1" \
+    "$call 1 ${k}tn:one RL.TOKENBUCKET 1 0.000001 $now 1"
+  define "script $form RL.LEAKYBUCKET" 1 "$call 1 ${k}lb:__rand_int__ RL.LEAKYBUCKET 1000000 0.001 * 1" \
+    "$call 1 ${k}lb:one RL.LEAKYBUCKET 1 0.000001 * 1"
   for algorithm in FIXEDWINDOW SLIDINGWINDOW SLIDINGLOG; do
-    define "script RL.$algorithm" 1 \
-      "EVALSHA $rl 1 s${algorithm,,}:__rand_int__ RL.$algorithm 1000000 1000000000 * 1" \
-      "EVALSHA $rl 1 s${algorithm,,}:one RL.$algorithm 1 1000000000 * 1"
+    define "script $form RL.$algorithm" 1 \
+      "$call 1 ${k}${algorithm,,}:__rand_int__ RL.$algorithm 1000000 1000000000 * 1" \
+      "$call 1 ${k}${algorithm,,}:one RL.$algorithm 1 1000000000 * 1"
   done
-  define "script RL.MULTI (2 limits)" 1 \
-    "EVALSHA $rl 2 {m__rand_int__}:a {m__rand_int__}:b RL.MULTI * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1" \
-    "EVALSHA $rl 2 {mone}:a {mone}:b RL.MULTI * TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1"
+  define "script $form RL.MULTI (2 limits)" 1 \
+    "$call 2 {${k}m__rand_int__}:a {${k}m__rand_int__}:b RL.MULTI * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1" \
+    "$call 2 {${k}mone}:a {${k}mone}:b RL.MULTI * TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1"
+  define "script $form RL.PEEK" 1 "$call 1 ${k}pk:__rand_int__ RL.PEEK TOKENBUCKET 1000000 0.001 * 1" \
+    "$call 1 ${k}pk:one RL.PEEK TOKENBUCKET 1 0.000001 * 1" \
+    "$call 1 ${k}pk:__rand_int__ RL.TOKENBUCKET 1000000 0.001 * 1" \
+    "$call 1 ${k}pk:one RL.TOKENBUCKET 1 0.000001 * 1"
+  define "script $form RL.REFUND" 1 "$call 1 ${k}rf:__rand_int__ RL.REFUND TOKENBUCKET 1000000 0.001 * 1" "" \
+    "$call 1 ${k}rf:__rand_int__ RL.TOKENBUCKET 1000000 0.001 * 1000"
+  define "script $form RL.ACQUIRE" 1 "$call 1 ${k}cc:__rand_int__ RL.ACQUIRE 1000000 1000000000 * 1" \
+    "$call 1 ${k}cc:one RL.ACQUIRE 1 1000000 * 1"
+  define_warm "script $form RL.RELEASE" "" "$call 1 ${k}rl:__seq__ RL.RELEASE 1 *" \
+    "$call 1 ${k}rl:__seq__ RL.ACQUIRE 1000000 1000000000 * 1"
+  define_warm "script $form RL.RENEW" 1 "$call 1 ${k}rn:__rand_int__ RL.RENEW 1 1000000000 *" \
+    "$call 1 ${k}rn:__rand_int__ RL.ACQUIRE 1000000 1000000000 * 1"
 }
 
 paths=(new warm denied)
@@ -289,6 +333,14 @@ warm_up() {
   [ "$(cli dbsize)" -eq $((1000 * per_call)) ] || die "warm-up of '$1' left $(cli dbsize) keys"
 }
 
+# numbered COMMAND: the command once for each of BENCH_REQUESTS keys, in
+# order, __seq__ their number (as redis-benchmark spells __rand_int__), one
+# inline command a line for redis-cli --pipe.
+numbered() {
+  awk -v line="$1" -v n="$requests" 'BEGIN { for (i = 0; i < n; i++) {
+      l = line; gsub(/__seq__/, sprintf("%012d", i), l); printf "%s\r\n", l } }'
+}
+
 # verdict COMMAND: the first field of one call's reply. A random-key
 # command calls a key that the run used (RANDOMKEY: on the new path most of
 # the 100000 were never drawn, and a fresh key admits whatever happened).
@@ -318,17 +370,28 @@ run_one() {
   cli flushall >/dev/null
   case $path in
     new) range=(-r 100000) ;;
-    warm) range=(-r 1000); warm_up "$prep" ;;
+    warm) range=(-r 1000); [[ $prep == *__seq__* ]] || warm_up "$prep" ;;
     denied) cli "${prep_argv[@]}" >/dev/null ;;
   esac
+  if [[ $command == *__seq__* ]]; then
+    cli flushall >/dev/null
+    numbered "$prep" | taskset -c "$client_cpu" redis-cli -p "$port" --pipe >/dev/null
+    [ "$(cli dbsize)" -eq "$requests" ] || die "'$prep' left $(cli dbsize) keys, not $requests"
+  fi
   local before=""
   [ -z "$counter" ] || before=$(counters "$counter")
   # From here on only the timed calls count in commandstats.
   cli config resetstat >/dev/null
 
   local rps
-  rps=$(taskset -c "$client_cpu" redis-benchmark -p "$port" -c "$clients" -P "$pipeline" \
-    -n "$requests" "${range[@]}" --csv "${argv[@]}" | awk -F'","' 'NR == 2 { print $2 + 0 }')
+  if [[ $command == *__seq__* ]]; then
+    # One call on each prepared key, in order, pipelined by redis-cli.
+    rps=0
+    numbered "$command" | taskset -c "$client_cpu" redis-cli -p "$port" --pipe >/dev/null
+  else
+    rps=$(taskset -c "$client_cpu" redis-benchmark -p "$port" -c "$clients" -P "$pipeline" \
+      -n "$requests" "${range[@]}" --csv "${argv[@]}" | awk -F'","' 'NR == 2 { print $2 + 0 }')
+  fi
 
   local calls usec failed rejected
   read -r calls usec failed rejected <<<"$(cmdstat "$name")"
@@ -336,6 +399,10 @@ run_one() {
   [ "$calls" -eq "$requests" ] && [ "$failed" -eq 0 ] && [ "$rejected" -eq 0 ] \
     || die "'$command' ($path): $calls calls of $requests, $failed failed, $rejected rejected"
   check_decisions "$i" "$path" "$command" "$counter" "$before"
+  if [[ $command == *__seq__* ]]; then
+    # Each call released the one lease of its key, which deletes it.
+    [ "$(cli dbsize)" -eq 0 ] || die "'$command': $(cli dbsize) keys left, every one should be released"
+  fi
 
   upc=$(awk -v u="$usec" -v c="$calls" 'BEGIN { printf "%.4f", u / c }')
   echo "$round,${names[$i]},$path,$requests,$calls,$usec,$upc,$rps" >>"$csv"
@@ -392,7 +459,9 @@ run_rounds() {
   done
 }
 applies() {
-  if [ "$2" = denied ]; then [ -n "${denies[$1]}" ]; else [ -n "${admits[$1]}" ]; fi
+  if [ "$2" = denied ]; then [ -n "${denies[$1]}" ]
+  elif [ -n "${warm_only[${names[$1]}]:-}" ]; then [ "$2" = warm ]
+  else [ -n "${admits[$1]}" ]; fi
 }
 
 # summarize: the median and the range of the rounds of every command and
@@ -425,6 +494,39 @@ summarize() {
     done
     echo "$row"
   done
+}
+
+# goals: each script-mode row's median over the seed's token bucket's on
+# the same path, against issue 32's goals (under FCALL 1.5x, RL.MULTI of two
+# limits 2x; under EVALSHA 3x).
+goals() {
+  local seed="Lua EVALSHA (seed)"
+  grep -q "^$seed," "$summary" || return 0
+  echo "script mode over the seed's token bucket (median over median, same path; * past the goal):"
+  echo
+  echo "| command | ${path_title[new]} | ${path_title[warm]} | ${path_title[denied]} |"
+  echo "|---|---|---|---|"
+  awk -F, -v seed="$seed" '
+    NR == 1 { next }
+    { median[$1, $2] = $3; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+    END {
+      for (i = 1; i <= n; i++) {
+        name = order[i]
+        if (name !~ /^script /) continue
+        goal = name ~ /EVALSHA/ ? 3 : (name ~ /MULTI/ ? 2 : 1.5)
+        row = "| " name " |"
+        split("new warm denied", paths, " ")
+        for (p = 1; p <= 3; p++) {
+          path = paths[p]
+          if (!((name, path) in median)) { row = row " |"; continue }
+          base = median[seed, path]
+          if (base == "") base = median[seed, "warm"]
+          ratio = median[name, path] / base
+          row = row sprintf(" %.2fx%s |", ratio, ratio > goal ? " *" : "")
+        }
+        print row
+      }
+    }' "$summary"
 }
 
 # --- memory ------------------------------------------------------------------------
@@ -581,6 +683,8 @@ main() {
   echo
   run_rounds
   summarize
+  echo
+  goals
   echo
   memory
   echo

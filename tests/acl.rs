@@ -187,7 +187,7 @@ fn ratelimit_category_holds_every_command_where_categories_exist() {
 
 /// On Redis 7.0 `+@write` grants no module command and `-@write` denies
 /// none: a `+@all -@write` user can still write through every RL.*
-/// command. This is the limitation the README documents for 7.0.
+/// command. This is the limitation docs/operations.md documents for 7.0.
 #[test]
 fn write_category_rules_match_the_server_kind() {
     let server = Server::start(&[]);
@@ -231,7 +231,7 @@ fn ratelimit_category_grants_every_command_and_nothing_else() {
     assert!(may_get(&server, &["+@read"]), "the probe itself works");
 }
 
-/// The rules the README gives for Redis 7.0, where categories do not reach
+/// The rules docs/operations.md gives for Redis 7.0, where categories do not reach
 /// module commands: name each command. They work the same on every server.
 #[test]
 fn rules_naming_the_commands_work_on_every_server() {

@@ -192,7 +192,7 @@ fn sliding_log_stores_under_eight_bytes_per_unit() {
         redis::cmd("MEMORY").arg("USAGE").arg("tb").query(con).unwrap()
     };
     assert!(small <= control + 16, "token bucket {small} bytes, a short string {control}");
-    // Above 18,446,744 tokens the bucket's state is 32 bytes, 16 more (README, docs/commands.md).
+    // Above 18,446,744 tokens the bucket's state is 32 bytes, 16 more (docs/commands.md).
     for (key, capacity) in [("narrow", "18446744"), ("wide00", "18446746")] {
         call(con, "RL.TOKENBUCKET", key, &[capacity, "1", "*", "1"]);
     }

@@ -1,5 +1,5 @@
 //! RL.ACQUIRE, RL.RELEASE and RL.RENEW on a real server: the sessions of
-//! docs/commands.md and the README, reply for reply, and the key's expiry
+//! docs/commands.md, reply for reply, and the key's expiry
 //! following the last lease on the server's clock.
 
 mod common;
@@ -32,7 +32,7 @@ fn the_documented_session() {
     assert!(!exists(con, "db:7"));
 }
 
-/// The README, "At most N at once".
+/// A session of RL.ACQUIRE, RL.RENEW and RL.RELEASE (as the README had it).
 #[test]
 fn the_readme_session() {
     let server = Server::start(&[]);

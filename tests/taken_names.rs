@@ -76,7 +76,7 @@ fn cl_throttle_taken_is_skipped_and_rl_throttle_registers() {
 #[cfg_attr(
     not(cell_module),
     ignore = "DID NOT RUN: needs a redis-cell v0.5.0 build; set CELL_MODULE=/path/to/libredis_cell.so \
-              (make test does when ../shared/peers/libredis_cell.so exists)"
+              (CELL_MODULE=... make test)"
 )]
 fn redis_cell_loaded_first_keeps_cl_throttle() {
     let cell = common::cell_module();

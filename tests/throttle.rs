@@ -3,7 +3,7 @@
 //! argument, replicas and AOF identical after calls on the server clock,
 //! bad input refused with nothing changed, and a differential run against
 //! redis-cell itself (compiled in only when CELL_MODULE names a build:
-//! build.rs; `make test` sets it when ../shared/peers has one).
+//! build.rs: `CELL_MODULE=/path/to/libredis_cell.so make test`).
 
 mod common;
 
@@ -652,7 +652,7 @@ fn compare_once(
 #[cfg_attr(
     not(cell_module),
     ignore = "DID NOT RUN: needs a redis-cell v0.5.0 build; set CELL_MODULE=/path/to/libredis_cell.so \
-              (make test does when ../shared/peers/libredis_cell.so exists)"
+              (CELL_MODULE=... make test)"
 )]
 fn differential_against_redis_cell() {
     let cell = common::cell_module();

@@ -34,13 +34,15 @@ func MergeField(current string, f Field) string {
 
 // SetFields sets fields on h, each merged by MergeField.
 func SetFields(h http.Header, fields []Field) {
-	for _, f := range fields {
+	values := make([]string, len(fields)) // each field's one value, capped: an append elsewhere copies
+	for i, f := range fields {
 		key := canonicalKey(f.Name)
 		current := ""
-		if values := h[key]; len(values) > 0 {
-			current = values[0]
+		if had := h[key]; len(had) > 0 {
+			current = had[0]
 		}
-		h[key] = []string{MergeField(current, f)}
+		values[i] = MergeField(current, f)
+		h[key] = values[i : i+1 : i+1]
 	}
 }
 

@@ -2,20 +2,17 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
-// A call to Redis runs on a goroutine of its own, so the request waits only
-// until its deadline while the reply is still read afterwards: Redis runs a
+// A check's call to Redis waits until the check's deadline. Redis runs a
 // command it has received even when the caller gave up (a busy or stopped
-// server gets to it later), so a late reply to a call that took units or a
-// lease is undone at once, on the same node. The goroutine waits up to
-// lateWait and ends; Close waits for every one.
-
-// lateWait is how long a call's reply is awaited after its caller gave up.
-const lateWait = 60 * time.Second
+// server gets to it later), so the call is sent with Client.DoLate: its
+// late reply is still read, by the client, and what it took undone at once
+// on the same node. The request's goroutine makes the call itself: no
+// goroutine is started while replies come in time.
 
 // timeoutError is a call that got no answer by its deadline.
 type timeoutError struct{ after time.Duration }
@@ -24,75 +21,25 @@ func (e timeoutError) Error() string {
 	return fmt.Sprintf("no answer from Redis within %s", e.after)
 }
 
-// pending is one call in flight.
-type pending struct {
-	done  chan struct{} // closed once reply and err are set
-	reply any
-	err   error
-	// state: waiting, then taken by its caller or abandoned (the caller gave
-	// up: the goroutine undoes what the reply took).
-	state atomic.Int32
-}
-
-const (
-	waiting int32 = iota
-	taken
-	abandoned
-)
-
-// undoFunc gives back what a reply took, when its caller had given up.
-type undoFunc func(ctx context.Context, reply any)
-
-// start sends call on a goroutine of its own.
-func (c *core) start(key string, call []string, undo undoFunc) *pending {
-	p := &pending{done: make(chan struct{})}
-	c.calls.Add(1)
-	go func() {
-		defer c.calls.Done()
-		ctx, cancel := context.WithTimeout(c.base, lateWait)
-		defer cancel()
-		p.reply, p.err = c.modes.send(ctx, key, call)
-		if !p.state.CompareAndSwap(waiting, taken) && p.err == nil && undo != nil {
-			undo(ctx, p.reply)
-		}
-		close(p.done)
-	}()
-	return p
-}
-
-// wait is the call's reply, or a timeoutError at the deadline, or the
-// context's error when it is cancelled first.
-func (c *core) wait(ctx context.Context, deadline time.Time, p *pending) (any, error) {
-	budget := time.Until(deadline)
-	timer := time.NewTimer(budget)
-	defer timer.Stop()
-	var gaveUp error
-	select {
-	case <-p.done:
-		return p.reply, p.err
-	case <-timer.C:
-		gaveUp = timeoutError{budget}
-	case <-ctx.Done():
-		gaveUp = ctx.Err()
-		if gaveUp == context.DeadlineExceeded {
-			gaveUp = timeoutError{budget}
-		}
+// multi sends the charges' RL.MULTI, at now, and waits for it until
+// deadline (the check's: ctx's is not later); a late reply that took
+// something is undone.
+func (c *core) multi(ctx context.Context, now, deadline time.Time, charges []charge) (any, error) {
+	budget := deadline.Sub(now)
+	ctx, deadline = c.deadlines.within(ctx, deadline)
+	late := func(reply any) { c.undoMulti(c.base, charges, reply) }
+	reply, err := c.modes.send(ctx, charges[0].key, multiArgs(charges), late)
+	if err != nil && !errors.Is(err, context.Canceled) && !isAnswer(err) && !time.Now().Before(deadline) {
+		return nil, timeoutError{budget}
 	}
-	if p.state.CompareAndSwap(waiting, abandoned) {
-		return nil, gaveUp
-	}
-	<-p.done // the reply came just now: it is the caller's
-	return p.reply, p.err
-}
-
-// call sends one command and waits for it until the check's deadline.
-func (c *core) call(ctx context.Context, key string, call []string, undo undoFunc) (any, error) {
-	return c.wait(ctx, c.deadline(ctx), c.start(key, call, undo))
+	return reply, err
 }
 
 // deadline is the context's deadline or the limiter's timeout from now, whichever comes first.
-func (c *core) deadline(ctx context.Context) time.Time {
-	deadline := time.Now().Add(c.timeout)
+func (c *core) deadline(ctx context.Context) time.Time { return c.deadlineAt(ctx, time.Now()) }
+
+func (c *core) deadlineAt(ctx context.Context, now time.Time) time.Time {
+	deadline := now.Add(c.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		return d
 	}

@@ -18,6 +18,13 @@ type Client interface {
 	// without keys (COMMAND INFO, FUNCTION LOAD) goes where key lives.
 	// The call waits as long as ctx allows.
 	Do(ctx context.Context, key string, args ...string) (any, error)
+	// DoLate is Do for a command that takes units or a lease (a check):
+	// when ctx ends before its reply, DoLate returns, and the reply, which
+	// Redis still sends once it runs the command, is read all the same (for
+	// up to 60 s, then the connection is closed): late gets it, on a
+	// goroutine of the client's, so what the command took is given back
+	// (docs/clients.md "Failures"). late is not called for an error reply.
+	DoLate(ctx context.Context, key string, late func(reply any), args ...string) (any, error)
 	// Node names the node that serves key now ("" when the client cannot
 	// tell: then one decision covers every node) and a number that changes
 	// whenever a connection to it was opened again, after which the limiter
@@ -27,7 +34,7 @@ type Client interface {
 	// Cluster reports whether keys of different hash tags may live on
 	// different nodes (so each tag gets an RL.MULTI of its own).
 	Cluster() bool
-	// Close closes the connections.
+	// Close closes the connections, and returns once no late function runs.
 	Close() error
 }
 
@@ -67,6 +74,9 @@ var notNow = map[string]bool{"LOADING": true, "BUSY": true, "TRYAGAIN": true, "C
 
 // replyCode is the code of an error reply, "" for other errors.
 func replyCode(err error) string {
+	if err == nil {
+		return ""
+	}
 	var reply ReplyError
 	if errors.As(err, &reply) {
 		return reply.Code()

@@ -19,7 +19,15 @@ type charge struct {
 }
 
 func (c *charge) spec() []string {
-	return []string{c.command, strconv.FormatInt(c.size, 10), c.paramText}
+	return []string{c.command, c.sizeArg(), c.paramText}
+}
+
+// sizeArg is the charge's limit as the module takes it.
+func (c *charge) sizeArg() string {
+	if c.sizeText != "" { // the limit's own: no LimitFunc
+		return c.sizeText
+	}
+	return strconv.FormatInt(c.size, 10)
 }
 
 // multiArgs: RL.MULTI numkeys key... now ALGORITHM a b n ..., now = * (the server's clock).
@@ -32,7 +40,7 @@ func multiArgs(charges []charge) []string {
 	args = append(args, "*")
 	for i := range charges {
 		c := &charges[i]
-		args = append(args, c.command, strconv.FormatInt(c.size, 10), c.paramText, strconv.FormatInt(c.cost, 10))
+		args = append(args, c.command, c.sizeArg(), c.paramText, strconv.FormatInt(c.cost, 10))
 	}
 	return args
 }
@@ -55,32 +63,32 @@ func renewArgs(c *charge, leaseID int64) []string {
 }
 
 // integers reads a reply that must be an array of n integers (or, with
-// optional, n+1).
-func integers(reply any, what string, n int, optional bool) ([]int64, error) {
+// optional, n+1; n < 6): the integers, and how many.
+func integers(reply any, what fmt.Stringer, n int, optional bool) ([6]int64, int, error) {
+	var out [6]int64
 	items, ok := reply.([]any)
 	if !ok {
-		return nil, fmt.Errorf("ratelimit: %s: unexpected reply %T (want an array of %d integers)", what, reply, n)
+		return out, 0, fmt.Errorf("ratelimit: %s: unexpected reply %T (want an array of %d integers)", what, reply, n)
 	}
 	if len(items) != n && !(optional && len(items) == n+1) {
-		return nil, fmt.Errorf("ratelimit: %s: unexpected reply of %d fields (want %d)", what, len(items), n)
+		return out, 0, fmt.Errorf("ratelimit: %s: unexpected reply of %d fields (want %d)", what, len(items), n)
 	}
-	out := make([]int64, len(items))
 	for i, item := range items {
 		v, ok := item.(int64)
 		if !ok {
-			return nil, fmt.Errorf("ratelimit: %s: unexpected field %d: %T (want an integer)", what, i+1, item)
+			return out, 0, fmt.Errorf("ratelimit: %s: unexpected field %d: %T (want an integer)", what, i+1, item)
 		}
 		out[i] = v
 	}
-	return out, nil
+	return out, len(items), nil
 }
 
 // limitResult names a limit's reply fields: [allowed, remaining, limit,
 // retry_after_ms, reset_after_ms] and a leaky bucket's delay_ms or a
 // concurrency limit's lease_id.
-func limitResult(c *charge, reply any, what string) (LimitDecision, error) {
+func limitResult(c *charge, reply any, what fmt.Stringer) (LimitDecision, error) {
 	sixth := c.algorithm == LeakyBucket || c.algorithm == Concurrency
-	f, err := integers(reply, what, 5, sixth)
+	f, n, err := integers(reply, what, 5, sixth)
 	if err != nil {
 		return LimitDecision{}, err
 	}
@@ -89,7 +97,7 @@ func limitResult(c *charge, reply any, what string) (LimitDecision, error) {
 	}
 	l := LimitDecision{Name: c.name, Algorithm: c.algorithm, Key: c.key, Allowed: f[0] == 1, Remaining: f[1], Limit: f[2],
 		RetryAfterMs: f[3], ResetAfterMs: f[4], Cost: c.cost, Param: c.param, QuotaUnit: c.quotaUnit}
-	if len(f) == 6 {
+	if n == 6 {
 		if c.algorithm == Concurrency {
 			l.LeaseID = f[5]
 		} else {
@@ -118,7 +126,7 @@ func multiReply(charges []charge, reply any) (bool, []LimitDecision, error) {
 	}
 	limits := make([]LimitDecision, len(charges))
 	for i := range charges {
-		l, err := limitResult(&charges[i], items[2+i], "RL.MULTI limit "+strconv.Itoa(i+1))
+		l, err := limitResult(&charges[i], items[2+i], multiLimit(i+1))
 		if err != nil {
 			return false, nil, err
 		}
@@ -127,9 +135,19 @@ func multiReply(charges []charge, reply any) (bool, []LimitDecision, error) {
 	return allowed == 1, limits, nil
 }
 
+// command names a reply's command in an error.
+type command string
+
+func (c command) String() string { return string(c) }
+
+// multiLimit names RL.MULTI's nth limit in an error: written only then.
+type multiLimit int
+
+func (n multiLimit) String() string { return "RL.MULTI limit " + strconv.Itoa(int(n)) }
+
 // leaseReply is RL.RELEASE's and RL.RENEW's [done, held, reset_after_ms].
-func leaseReply(reply any, what string) (done bool, held, resetAfterMs int64, err error) {
-	f, err := integers(reply, what, 3, false)
+func leaseReply(reply any, what fmt.Stringer) (done bool, held, resetAfterMs int64, err error) {
+	f, _, err := integers(reply, what, 3, false)
 	if err != nil {
 		return false, 0, 0, err
 	}

@@ -38,14 +38,20 @@ func newDenials(size int) *denials {
 	return &denials{size: size, order: list.New(), entries: map[string]*list.Element{}}
 }
 
-// denialKey is what a denial is remembered by: the Redis keys and the limits'
-// sizes for the request (the limits of one limiter are fixed).
+// denialKey is what a denial is remembered by: the Redis keys and the sizes
+// a LimitFunc gave for the request (the limits of one limiter are fixed:
+// one limit of a fixed size is known by its key alone).
 func denialKey(charges []charge) string {
+	if len(charges) == 1 && charges[0].sizeText != "" {
+		return charges[0].key
+	}
 	var b strings.Builder
 	for i := range charges {
 		b.WriteString(charges[i].key)
 		b.WriteByte('\n')
-		b.WriteString(strconv.FormatInt(charges[i].size, 10))
+		if charges[i].sizeText == "" {
+			b.WriteString(strconv.FormatInt(charges[i].size, 10))
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()

@@ -82,9 +82,9 @@ func FuzzMultiReply(f *testing.F) {
 			decisionOf(charges, limits, allowed, outcomeOf(allowed))
 		}
 		for i := range charges {
-			_, _ = limitResult(&charges[i], reply, "fuzz")
+			_, _ = limitResult(&charges[i], reply, command("fuzz"))
 		}
-		_, _, _, _ = leaseReply(reply, "fuzz")
+		_, _, _, _ = leaseReply(reply, command("fuzz"))
 		items, _ := reply.([]any)
 		_ = describe(reply)
 		_ = len(items)

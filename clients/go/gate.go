@@ -49,6 +49,7 @@ type HTTPOptions struct {
 type Gate[R any] struct {
 	limiter *Limiter[R]
 	opts    HTTPOptions
+	denied  []byte // the 429 body up to its retry_after_seconds, made once
 }
 
 // NewGate checks opts and makes a gate over l.
@@ -69,7 +70,7 @@ func NewGate[R any](l *Limiter[R], opts HTTPOptions) (*Gate[R], error) {
 	if opts.Message == "" {
 		opts.Message = DefaultMessage
 	}
-	return &Gate[R]{limiter: l, opts: opts}, nil
+	return &Gate[R]{limiter: l, opts: opts, denied: deniedHead(opts.Message)}, nil
 }
 
 // Limiter is the gate's limiter.
@@ -99,9 +100,13 @@ func (g *Gate[R]) Decide(ctx context.Context, req R) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	v := Verdict{Decision: d, Fields: g.opts.Headers.Fields(d, time.Now())}
+	var now time.Time // legacy's X-RateLimit-Reset alone reads the clock
+	if g.opts.Headers == HeadersLegacy {
+		now = time.Now()
+	}
+	v := Verdict{Decision: d, Fields: g.opts.Headers.Fields(d, now)}
 	if !d.Allowed {
-		v.Status, v.Body = g.opts.StatusCode, DeniedBody(d, g.opts.Message)
+		v.Status, v.Body = g.opts.StatusCode, deniedBody(d, g.denied)
 	} else if g.opts.Throttle {
 		v.Delay = time.Duration(d.DelayMs) * time.Millisecond
 	}
@@ -131,19 +136,31 @@ func DeniedBody(d *Decision, message string) []byte {
 	if message == "" {
 		message = DefaultMessage
 	}
+	return deniedBody(d, deniedHead(message))
+}
+
+// neverBody is the 429 body of a request that can never pass.
+var neverBody = `{"error":"rate_limit_exceeded","message":` + strconv.Quote(NeverMessage) + `,"retry_after_seconds":null}`
+
+// deniedHead is the 429 body with message up to its retry_after_seconds.
+func deniedHead(message string) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"error":"rate_limit_exceeded","message":`)
-	if d.NeverAllowed {
-		b.WriteString(strconv.Quote(NeverMessage))
-		b.WriteString(`,"retry_after_seconds":null}`)
-		return b.Bytes()
-	}
 	encoder := json.NewEncoder(&b)
 	encoder.SetEscapeHTML(false)
 	_ = encoder.Encode(message) // a string always encodes
 	b.Truncate(b.Len() - 1)     // its newline
 	b.WriteString(`,"retry_after_seconds":`)
-	b.WriteString(strconv.FormatInt(seconds(d.RetryAfterMs), 10))
-	b.WriteByte('}')
 	return b.Bytes()
+}
+
+// deniedBody is d's 429 body after head (deniedHead's).
+func deniedBody(d *Decision, head []byte) []byte {
+	if d.NeverAllowed {
+		return []byte(neverBody)
+	}
+	b := make([]byte, 0, len(head)+21)
+	b = append(b, head...)
+	b = strconv.AppendInt(b, seconds(d.RetryAfterMs), 10)
+	return append(b, '}')
 }

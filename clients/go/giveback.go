@@ -30,13 +30,12 @@ func (c *core) Refund(ctx context.Context, d *Decision, units map[string]int64) 
 	if c.link.down.Load() {
 		return fmt.Errorf("%w: %w", ErrUnavailable, errNotTried)
 	}
-	ctx, cancel := context.WithDeadline(ctx, c.deadline(ctx))
-	defer cancel()
+	ctx, _ = c.deadlines.within(ctx, c.deadline(ctx))
 	for i, n := range back {
 		if n == 0 {
 			continue
 		}
-		if _, err := c.modes.send(ctx, d.charges[i].key, refundArgs(&d.charges[i], n)); err != nil {
+		if _, err := c.modes.send(ctx, d.charges[i].key, refundArgs(&d.charges[i], n), nil); err != nil {
 			return c.failure(err)
 		}
 	}
@@ -103,11 +102,10 @@ func (c *core) Release(ctx context.Context, d *Decision) {
 	if c.closed.Load() {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), c.deadline(ctx))
-	defer cancel()
+	ctx, _ = c.deadlines.within(context.WithoutCancel(ctx), c.deadline(ctx))
 	for _, i := range held {
 		l := d.Limits[i]
-		if _, err := c.modes.send(ctx, l.Key, releaseArgs(l.Key, l.LeaseID)); err != nil {
+		if _, err := c.modes.send(ctx, l.Key, releaseArgs(l.Key, l.LeaseID), nil); err != nil {
 			c.logger.Warn(fmt.Sprintf("rate limiter release failed: %v (the lease runs out by itself)", err))
 		}
 	}
@@ -133,15 +131,14 @@ func (c *core) Renew(ctx context.Context, d *Decision) (bool, error) {
 	if c.link.down.Load() {
 		return false, fmt.Errorf("%w: %w", ErrUnavailable, errNotTried)
 	}
-	ctx, cancel := context.WithDeadline(ctx, c.deadline(ctx))
-	defer cancel()
+	ctx, _ = c.deadlines.within(ctx, c.deadline(ctx))
 	all := true
 	for _, i := range held {
-		reply, err := c.modes.send(ctx, d.Limits[i].Key, renewArgs(&d.charges[i], d.Limits[i].LeaseID))
+		reply, err := c.modes.send(ctx, d.Limits[i].Key, renewArgs(&d.charges[i], d.Limits[i].LeaseID), nil)
 		if err != nil {
 			return false, c.failure(err)
 		}
-		renewed, _, _, err := leaseReply(reply, "RL.RENEW")
+		renewed, _, _, err := leaseReply(reply, command("RL.RENEW"))
 		if err != nil {
 			return false, err
 		}

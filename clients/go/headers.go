@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,38 +80,49 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // seconds is ms in whole seconds, rounded up.
 func seconds(ms int64) int64 { return (ms + 999) / 1000 }
 
-// draft10: one List member per limit, in the limiter's order.
+// draft10: one List member per limit, in the limiter's order (both values
+// written into one buffer and made one string; room for Retry-After).
 func draft10(d *Decision) []Field {
-	var policy, state strings.Builder
+	var room [256]byte
+	b := room[:0]
 	for i, l := range d.Limits {
 		if i > 0 {
-			policy.WriteString(", ")
-			state.WriteString(", ")
+			b = append(b, ", "...)
 		}
-		name := sfString(l.Name)
-		policy.WriteString(name)
-		policy.WriteString(";q=")
-		policy.WriteString(sfInteger(l.Limit))
+		b = append(b, sfString(l.Name)...)
+		b = append(b, ";q="...)
+		b = appendSFInteger(b, l.Limit)
 		if l.QuotaUnit != "" && l.QuotaUnit != Requests {
-			policy.WriteString(";qu=")
-			policy.WriteString(sfString(string(l.QuotaUnit)))
+			b = append(b, ";qu="...)
+			b = append(b, sfString(string(l.QuotaUnit))...)
 		}
 		if l.Algorithm != Concurrency { // slots held at once have no window
-			policy.WriteString(";w=")
-			policy.WriteString(sfInteger(windowSeconds(l)))
-		}
-		state.WriteString(name)
-		state.WriteString(";r=")
-		state.WriteString(sfInteger(l.Remaining))
-		if t := resetSeconds(l, d); t >= 0 {
-			state.WriteString(";t=")
-			state.WriteString(sfInteger(t))
+			b = append(b, ";w="...)
+			b = appendSFInteger(b, windowSeconds(l))
 		}
 	}
-	return []Field{{"RateLimit-Policy", policy.String()}, {"RateLimit", state.String()}}
+	policy := len(b)
+	for i, l := range d.Limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, sfString(l.Name)...)
+		b = append(b, ";r="...)
+		b = appendSFInteger(b, l.Remaining)
+		if t := resetSeconds(l, d); t >= 0 {
+			b = append(b, ";t="...)
+			b = appendSFInteger(b, t)
+		}
+	}
+	values := string(b)
+	fields := make([]Field, 2, 3)
+	fields[0], fields[1] = Field{"RateLimit-Policy", values[:policy]}, Field{"RateLimit", values[policy:]}
+	return fields
 }
 
-func sfInteger(n int64) string { return itoa(min(max(n, 0), sfMax)) }
+func appendSFInteger(b []byte, n int64) []byte {
+	return strconv.AppendInt(b, min(max(n, 0), sfMax), 10)
+}
 
 // sfStrings: policy names and quota units as Structured Field Strings, made
 // once each (they come from the limits' options: few).

@@ -107,17 +107,18 @@ func IPKey(address string, ipv6Subnet int) string {
 		return "ip:" + address
 	}
 	parsed = parsed.Unmap().WithZone("")
+	var room [64]byte // the key written here, then made a string: one allocation
 	if parsed.Is4() {
-		return "ip:" + parsed.String()
+		return string(parsed.AppendTo(append(room[:0], "ip:"...)))
 	}
 	if ipv6Subnet == WholeIPv6 {
-		return "ip6:" + parsed.String()
+		return string(parsed.AppendTo(append(room[:0], "ip6:"...)))
 	}
 	prefix, err := parsed.Prefix(ipv6Subnet)
 	if err != nil {
-		return "ip6:" + parsed.String()
+		return string(parsed.AppendTo(append(room[:0], "ip6:"...)))
 	}
-	return "ip6:" + prefix.String()
+	return string(prefix.AppendTo(append(room[:0], "ip6:"...)))
 }
 
 // ByUser keys a request by its authenticated identity, user:<id>, where

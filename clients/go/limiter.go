@@ -24,20 +24,20 @@ type Limiter[R any] struct {
 
 // core is the limiter's part that does not depend on the request type.
 type core struct {
-	client   Client
-	modes    *modes
-	link     link
-	denials  *denials // nil when off
-	metrics  *metrics
-	local    inProcess // nil when no limit is Local
-	timeout  time.Duration
-	logger   *slog.Logger
-	cluster  bool
-	base     context.Context // cancelled by Close: calls still awaited end
-	cancel   context.CancelFunc
-	calls    sync.WaitGroup
-	closed   atomic.Bool
-	instance int64
+	client    Client
+	modes     *modes
+	link      link
+	denials   *denials // nil when off
+	metrics   *metrics
+	local     inProcess // nil when no limit is Local
+	timeout   time.Duration
+	deadlines deadlines
+	logger    *slog.Logger
+	cluster   bool
+	base      context.Context // of the undoing of late replies: cancelled by Close
+	cancel    context.CancelFunc
+	closed    atomic.Bool
+	instance  int64
 }
 
 // New checks opts and makes a limiter that sends its commands through client.
@@ -72,16 +72,14 @@ func New[R any](client Client, opts Options[R]) (*Limiter[R], error) {
 	return &Limiter[R]{core: c, limits: s.limits, key: s.key, prefix: s.prefix}, nil
 }
 
-// Close ends the limiter: calls still awaited are dropped, client is
-// closed, and no goroutine of the limiter is left when it returns.
+// Close ends the limiter: client is closed (late replies still awaited
+// are dropped), and no goroutine of the limiter is left when it returns.
 func (c *core) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
 	c.cancel()
-	err := c.client.Close()
-	c.calls.Wait()
-	return err
+	return c.client.Close()
 }
 
 // Check decides for one request, taking its units when admitted.
@@ -167,7 +165,7 @@ func (c *core) check(ctx context.Context, charges []charge) (*Decision, error) {
 		return c.unavailable(charges, nil, 0)
 	}
 	started := time.Now()
-	decision, err := c.decide(ctx, charges)
+	decision, err := c.decide(ctx, charges, started)
 	took := time.Since(started)
 	switch {
 	case err == nil:
@@ -254,13 +252,14 @@ func (c *core) logUnavailable(tried bool, cause error, handling string) {
 
 // decide sends one RL.MULTI, or on a cluster one per hash tag, giving back
 // what the others took when one denies or fails.
-func (c *core) decide(ctx context.Context, charges []charge) (*Decision, error) {
+func (c *core) decide(ctx context.Context, charges []charge, now time.Time) (*Decision, error) {
+	deadline := c.deadlineAt(ctx, now)
 	groups := [][]int{nil}
 	if c.cluster {
 		groups = groupByTag(charges)
 	}
 	if len(groups) == 1 {
-		reply, err := c.call(ctx, charges[0].key, multiArgs(charges), c.undoMulti(charges))
+		reply, err := c.multi(ctx, now, deadline, charges)
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +269,7 @@ func (c *core) decide(ctx context.Context, charges []charge) (*Decision, error) 
 		}
 		return decisionOf(charges, limits, allowed, outcomeOf(allowed)), nil
 	}
-	return c.acrossSlots(ctx, charges, groups)
+	return c.acrossSlots(ctx, charges, groups, now, deadline)
 }
 
 func outcomeOf(allowed bool) Outcome {
@@ -283,23 +282,29 @@ func outcomeOf(allowed bool) Outcome {
 // acrossSlots: one RL.MULTI per hash tag, all sent at once. When one denies
 // or fails, the others that took their units give them back (refunds,
 // leases released), and report their state after that.
-func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int) (*Decision, error) {
-	deadline := c.deadline(ctx)
+func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int, now, deadline time.Time) (*Decision, error) {
 	parts := make([][]charge, len(groups))
-	calls := make([]*pending, len(groups))
+	replies := make([]any, len(groups))
+	errs := make([]error, len(groups))
+	var sent sync.WaitGroup
 	for g, members := range groups {
 		parts[g] = make([]charge, len(members))
 		for j, i := range members {
 			parts[g][j] = charges[i]
 		}
-		calls[g] = c.start(parts[g][0].key, multiArgs(parts[g]), c.undoMulti(parts[g]))
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			replies[g], errs[g] = c.multi(ctx, now, deadline, parts[g])
+		}()
 	}
+	sent.Wait()
 	limits := make([]LimitDecision, len(charges))
 	admitted := make([]bool, len(groups))
 	var failure error
 	allowed := true
-	for g, p := range calls {
-		reply, err := c.wait(ctx, deadline, p)
+	for g, reply := range replies {
+		err := errs[g]
 		var groupLimits []LimitDecision
 		if err == nil {
 			admitted[g], groupLimits, err = multiReply(parts[g], reply)
@@ -376,16 +381,14 @@ func hashTag(key string) string {
 
 // undoMulti gives back what a late RL.MULTI reply took: each limit's cost
 // refunded, each lease released. A denied reply took nothing.
-func (c *core) undoMulti(charges []charge) undoFunc {
-	return func(ctx context.Context, reply any) {
-		allowed, limits, err := multiReply(charges, reply)
-		if err != nil || !allowed {
-			return
-		}
-		for i := range charges {
-			if _, err := c.giveBack(ctx, &charges[i], limits[i]); err != nil {
-				c.logger.Warn(fmt.Sprintf("rate limiter: a timed-out check's units not given back: %v", err))
-			}
+func (c *core) undoMulti(ctx context.Context, charges []charge, reply any) {
+	allowed, limits, err := multiReply(charges, reply)
+	if err != nil || !allowed {
+		return
+	}
+	for i := range charges {
+		if _, err := c.giveBack(ctx, &charges[i], limits[i]); err != nil {
+			c.logger.Warn(fmt.Sprintf("rate limiter: a timed-out check's units not given back: %v", err))
 		}
 	}
 }
@@ -397,11 +400,11 @@ func (c *core) giveBack(ctx context.Context, ch *charge, taken LimitDecision) (L
 		if taken.LeaseID == 0 {
 			return taken, nil
 		}
-		reply, err := c.modes.send(ctx, ch.key, releaseArgs(ch.key, taken.LeaseID))
+		reply, err := c.modes.send(ctx, ch.key, releaseArgs(ch.key, taken.LeaseID), nil)
 		if err != nil {
 			return taken, err
 		}
-		_, held, reset, err := leaseReply(reply, "RL.RELEASE")
+		_, held, reset, err := leaseReply(reply, command("RL.RELEASE"))
 		if err != nil {
 			return taken, err
 		}
@@ -411,11 +414,11 @@ func (c *core) giveBack(ctx context.Context, ch *charge, taken LimitDecision) (L
 	if ch.cost == 0 {
 		return taken, nil
 	}
-	reply, err := c.modes.send(ctx, ch.key, refundArgs(ch, ch.cost))
+	reply, err := c.modes.send(ctx, ch.key, refundArgs(ch, ch.cost), nil)
 	if err != nil {
 		return taken, err
 	}
-	after, err := limitResult(ch, reply, "RL.REFUND")
+	after, err := limitResult(ch, reply, command("RL.REFUND"))
 	if err != nil {
 		return taken, err
 	}
@@ -442,14 +445,13 @@ func (c *core) peek(ctx context.Context, charges []charge) (*Decision, error) {
 	if !c.link.mayCall() {
 		return c.peekUnavailable(charges, errNotTried)
 	}
-	ctx, cancel := context.WithDeadline(ctx, c.deadline(ctx))
-	defer cancel()
+	ctx, _ = c.deadlines.within(ctx, c.deadline(ctx))
 	limits := make([]LimitDecision, len(charges))
 	allowed := true
 	for i := range charges {
-		reply, err := c.modes.send(ctx, charges[i].key, peekArgs(&charges[i]))
+		reply, err := c.modes.send(ctx, charges[i].key, peekArgs(&charges[i]), nil)
 		if err == nil {
-			limits[i], err = limitResult(&charges[i], reply, "RL.PEEK")
+			limits[i], err = limitResult(&charges[i], reply, command("RL.PEEK"))
 		}
 		switch {
 		case err == nil:

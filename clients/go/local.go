@@ -45,7 +45,7 @@ func (c *core) decideLocally(charges []charge) (*Decision, error) {
 		for j, f := range reply.Limits[i] {
 			fields[j] = f
 		}
-		if limits[i], err = limitResult(&shares[i], fields, "local"); err != nil {
+		if limits[i], err = limitResult(&shares[i], fields, command("local")); err != nil {
 			return nil, err
 		}
 	}

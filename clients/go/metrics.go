@@ -42,9 +42,10 @@ var outcomes = []Outcome{OutcomeAllowed, OutcomeDenied, OutcomeDeniedInProcess, 
 type metrics struct {
 	decisions metric.Int64Counter
 	duration  metric.Float64Histogram
-	// The attribute sets, made once: policy and outcome, and each call result.
-	byOutcome map[Outcome]metric.AddOption
-	byResult  map[callResult]metric.RecordOption
+	// The attribute sets, made once: policy and outcome, and each call
+	// result (as option lists: a call then allocates nothing).
+	byOutcome map[Outcome][]metric.AddOption
+	byResult  map[callResult][]metric.RecordOption
 	hook      func(DecisionEvent)
 	logger    *slog.Logger
 }
@@ -63,25 +64,25 @@ func newMetrics(provider metric.MeterProvider, names []string, hook func(Decisio
 		return nil, fmt.Errorf("ratelimit: metrics: %w", err)
 	}
 	m := &metrics{decisions: decisions, duration: duration, hook: hook, logger: logger,
-		byOutcome: map[Outcome]metric.AddOption{}, byResult: map[callResult]metric.RecordOption{}}
+		byOutcome: map[Outcome][]metric.AddOption{}, byResult: map[callResult][]metric.RecordOption{}}
 	policy := attribute.String("ratelimit.policy", strings.Join(names, ","))
 	for _, o := range outcomes {
-		m.byOutcome[o] = metric.WithAttributeSet(attribute.NewSet(policy, attribute.String("ratelimit.outcome", string(o))))
+		m.byOutcome[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(policy, attribute.String("ratelimit.outcome", string(o))))}
 	}
 	for _, r := range []callResult{callOK, callError, callTimeout} {
-		m.byResult[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("ratelimit.result", string(r))))
+		m.byResult[r] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("ratelimit.result", string(r))))}
 	}
 	return m, nil
 }
 
 // called records a Redis call's duration.
 func (m *metrics) called(result callResult, took time.Duration) {
-	m.duration.Record(context.Background(), took.Seconds(), m.byResult[result])
+	m.duration.Record(context.Background(), took.Seconds(), m.byResult[result]...)
 }
 
 // decided counts a decision and hands it to the hook; a panic in the hook is logged.
 func (m *metrics) decided(outcome Outcome, decision *Decision, took time.Duration, err error) {
-	m.decisions.Add(context.Background(), 1, m.byOutcome[outcome])
+	m.decisions.Add(context.Background(), 1, m.byOutcome[outcome]...)
 	if m.hook == nil {
 		return
 	}

@@ -69,8 +69,9 @@ func Middleware(l *Limiter[*http.Request], opts MiddlewareOptions) (func(http.Ha
 			if v.Decision != nil && len(v.Decision.Limits) > 0 {
 				r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, v.Decision))
 			}
-			status := &statusWriter{ResponseWriter: w}
+			var status *statusWriter
 			if track {
+				status = &statusWriter{ResponseWriter: w}
 				w = status
 			}
 			// Released when ServeHTTP returns, also by a panic: never when the client leaves.
@@ -125,8 +126,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the writer's Flush, Hijack and deadlines.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// code is the status written; 200 when not tracked (nil: the options do not need it).
 func (w *statusWriter) code() int {
-	if w.status == 0 {
+	if w == nil || w.status == 0 {
 		return http.StatusOK
 	}
 	return w.status

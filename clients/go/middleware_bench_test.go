@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,35 +11,58 @@ import (
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/servers"
 )
 
-// The net/http middleware's hot path against a real redis-server with the
-// module: admitted (a round trip a request) and denied (the denial cache).
-// go test -run XXX -bench Middleware -benchmem (-memprofile, -cpuprofile).
+// The hot path against a real redis-server with the module: admitted (a
+// round trip a request) and denied (the denial cache), through the
+// net/http middleware and Check alone, with the CPU this process and
+// Redis use a request beside ns/op (servers.BenchHandler, CPUPerOp).
+// go test -run XXX -bench 'Middleware|Check' -benchmem (-memprofile, -cpuprofile).
+var hotPaths = []struct {
+	path  string
+	limit int64
+	want  int
+}{{"admitted", 1_000_000_000, 200}, {"denied", 1, 429}}
+
+func hotLimiter(b *testing.B, redis *servers.Server, path string, limit int64) *ratelimit.Limiter[*http.Request] {
+	return httpLimiter(b, redis, ratelimit.Options[*http.Request]{Prefix: path + ":",
+		Limits: []ratelimit.Limit[*http.Request]{{Name: "per-ip", Limit: limit, Rate: float64(limit) / 3600}}})
+}
+
 func BenchmarkMiddleware(b *testing.B) {
 	redis := servers.Start(b, servers.Options{})
-	for _, c := range []struct {
-		path  string
-		limit int64
-		want  int
-	}{{"admitted", 1_000_000_000, 200}, {"denied", 1, 429}} {
+	for _, c := range hotPaths {
 		b.Run(c.path, func(b *testing.B) {
-			l := httpLimiter(b, redis, ratelimit.Options[*http.Request]{Prefix: c.path + ":",
-				Limits: []ratelimit.Limit[*http.Request]{{Name: "per-ip", Limit: c.limit, Rate: float64(c.limit) / 3600}}})
-			mw, err := ratelimit.Middleware(l, ratelimit.MiddlewareOptions{})
+			redis.Do("FLUSHALL")
+			mw, err := ratelimit.Middleware(hotLimiter(b, redis, c.path, c.limit), ratelimit.MiddlewareOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			handler := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+			servers.BenchHandler(b, redis, mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })), c.want)
+		})
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	redis := servers.Start(b, servers.Options{})
+	for _, c := range hotPaths {
+		b.Run(c.path, func(b *testing.B) {
+			redis.Do("FLUSHALL")
+			l := hotLimiter(b, redis, c.path, c.limit)
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
-			handler.ServeHTTP(httptest.NewRecorder(), req) // the denied path's one admitted request
+			ctx := context.Background()
+			if _, err := l.Check(ctx, req); err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			report := servers.CPUPerOp(b, redis)
 			for i := 0; i < b.N; i++ {
-				w := httptest.NewRecorder()
-				handler.ServeHTTP(w, req)
-				if w.Code != c.want {
-					b.Fatalf("status %d", w.Code)
+				d, err := l.Check(ctx, req)
+				if err != nil || d.Allowed != (c.want == 200) {
+					b.Fatalf("%+v %v", d, err)
 				}
 			}
+			b.StopTimer()
+			report()
 		})
 	}
 }

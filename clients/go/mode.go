@@ -46,10 +46,12 @@ func newModes(client Client, mode Mode, scriptCall ScriptCall, logger *slog.Logg
 	return &modes{mode: mode, scriptCall: scriptCall, client: client, logger: logger, routes: map[string]nodeRoute{}}
 }
 
-// send sends call, a module command, to the node that serves key, as that node needs it.
-func (m *modes) send(ctx context.Context, key string, call []string) (any, error) {
+// send sends call, a module command, to the node that serves key, as that
+// node needs it; late, when not nil, gets a reply that came after ctx ended
+// (Client.DoLate).
+func (m *modes) send(ctx context.Context, key string, call []string, late func(any)) (any, error) {
 	if m.mode == Module {
-		return m.module(ctx, key, call)
+		return m.module(ctx, key, call, late)
 	}
 	node, generation := m.client.Node(key)
 	r, err := m.routeOf(ctx, key, node, generation)
@@ -57,7 +59,7 @@ func (m *modes) send(ctx context.Context, key string, call []string) (any, error
 		return nil, err
 	}
 	if r == viaModule {
-		reply, err := m.client.Do(ctx, key, call...)
+		reply, err := do(ctx, m.client, key, late, call)
 		if !unknownCommand(err) {
 			return m.explainModule(ctx, call, reply, err)
 		}
@@ -71,7 +73,7 @@ func (m *modes) send(ctx context.Context, key string, call []string) (any, error
 			return m.explainModule(ctx, call, reply, err)
 		}
 	}
-	return m.script(ctx, key, node, generation, r, call)
+	return m.script(ctx, key, node, generation, r, call, late)
 }
 
 // routeOf is the node's route, decided when not known for this generation.
@@ -128,18 +130,26 @@ func (m *modes) moduleLoaded(ctx context.Context, key string) (bool, error) {
 	return items[0] != nil, nil
 }
 
-func (m *modes) module(ctx context.Context, key string, call []string) (any, error) {
-	reply, err := m.client.Do(ctx, key, call...)
+func (m *modes) module(ctx context.Context, key string, call []string, late func(any)) (any, error) {
+	reply, err := do(ctx, m.client, key, late, call)
 	return m.explainModule(ctx, call, reply, err)
+}
+
+// do sends args with client.Do, or with DoLate when late is not nil.
+func do(ctx context.Context, client Client, key string, late func(any), args []string) (any, error) {
+	if late != nil {
+		return client.DoLate(ctx, key, late, args...)
+	}
+	return client.Do(ctx, key, args...)
 }
 
 // script sends call to the Lua library: FCALL (loading the library once
 // when the node lacks it), or EVALSHA where Functions cannot be used.
-func (m *modes) script(ctx context.Context, key, node string, generation uint64, r route, call []string) (any, error) {
+func (m *modes) script(ctx context.Context, key, node string, generation uint64, r route, call []string, late func(any)) (any, error) {
 	if r == viaEvalSHA {
-		return evalsha(ctx, m.client, key, call)
+		return evalsha(ctx, m.client, key, call, late)
 	}
-	reply, err := fcall(ctx, m.client, key, call)
+	reply, err := fcall(ctx, m.client, key, call, late)
 	refused := error(nil)
 	switch {
 	case functionMissing(err):
@@ -149,7 +159,7 @@ func (m *modes) script(ctx context.Context, key, node string, generation uint64,
 				return nil, loadErr
 			}
 			refused = loadErr
-		} else if reply, err = fcall(ctx, m.client, key, call); functionMissing(err) {
+		} else if reply, err = fcall(ctx, m.client, key, call, late); functionMissing(err) {
 			refused = err
 		}
 	case replyCode(err) == "NOPERM" || unknownCommand(err):
@@ -166,7 +176,7 @@ func (m *modes) script(ctx context.Context, key, node string, generation uint64,
 		m.logger.Warn("rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: " + refused.Error())
 	}
 	m.set(node, generation, viaEvalSHA)
-	return evalsha(ctx, m.client, key, call)
+	return evalsha(ctx, m.client, key, call, late)
 }
 
 func unknownCommand(err error) bool {

@@ -169,6 +169,7 @@ type policy struct {
 	command       string // the algorithm as a limit spec word (TOKENBUCKET)
 	param         float64
 	paramText     string // param as the module takes it
+	sizeText      string // the limit as the module takes it; "" when a LimitFunc gives it
 	name          string
 	named         bool
 	quotaUnit     QuotaUnit // "" for requests
@@ -277,6 +278,7 @@ func checkLimit[R any](option string, l Limit[R], lone bool, fallback OnUnavaila
 			return nil, err
 		}
 		s.size = l.Limit
+		s.sizeText = strconv.FormatInt(l.Limit, 10)
 	}
 	given := map[string]float64{"rate": l.Rate, "window": l.Window, "lease": l.Lease}
 	for _, other := range []string{"rate", "window", "lease"} {

@@ -17,6 +17,9 @@ type nowhere struct{}
 func (nowhere) Do(context.Context, string, ...string) (any, error) {
 	return nil, errors.New("not called")
 }
+func (nowhere) DoLate(context.Context, string, func(any), ...string) (any, error) {
+	return nil, errors.New("not called")
+}
 func (nowhere) Node(string) (string, uint64) { return "", 0 }
 func (nowhere) Cluster() bool                { return false }
 func (nowhere) Close() error                 { return nil }

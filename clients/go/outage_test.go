@@ -198,3 +198,55 @@ func TestContextDeadlineOnABusyServer(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Calls that take nothing (Peek, Refund, Release, Renew) end at the
+// check's deadline too on a stopped server, and report Redis unavailable.
+func TestDeadlineOfCallsThatTakeNothing(t *testing.T) {
+	redis := servers.Start(t, servers.Options{})
+	l := newLimiter(t, redis, ratelimit.Options[string]{Timeout: 200 * time.Millisecond, Logger: (&logs{}).logger(),
+		Limits: one(ratelimit.Limit[string]{Name: "w", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: 3600, OnUnavailable: ratelimit.Closed})})
+	d := check(t, l, "k")
+	redis.Pause()
+	defer redis.Resume()
+	started := time.Now()
+	_, err := l.Peek(context.Background(), "k")
+	if took := time.Since(started); !errors.Is(err, ratelimit.ErrUnavailable) || took < 150*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("Peek: %v after %s", err, took)
+	}
+	redis.Resume()
+	time.Sleep(1100 * time.Millisecond) // Redis is tried again: the check answered
+	if d := check(t, l, "k"); d.Outcome != ratelimit.OutcomeAllowed {
+		t.Fatalf("%+v", d)
+	}
+	redis.Pause()
+	started = time.Now()
+	err = l.Refund(context.Background(), d, nil)
+	if took := time.Since(started); !errors.Is(err, ratelimit.ErrUnavailable) || took < 150*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("Refund: %v after %s", err, took)
+	}
+}
+
+// Closing the limiter while a timed-out check's reply is still awaited (the
+// server stopped) returns at once: the reply is dropped, and no goroutine
+// is left (TestMain's goleak).
+func TestCloseWhileALateReplyIsAwaited(t *testing.T) {
+	redis := servers.Start(t, servers.Options{})
+	l, err := ratelimit.New(clientOf(t, redis), ratelimit.Options[string]{Key: keyed, Timeout: 200 * time.Millisecond, Logger: (&logs{}).logger(),
+		Limits: one(ratelimit.Limit[string]{Name: "w", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: 3600})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, l, "warm")
+	redis.Pause()
+	defer redis.Resume()
+	if d := check(t, l, "k"); d.Outcome != ratelimit.OutcomeUnavailableOpen {
+		t.Fatalf("%+v", d)
+	}
+	started := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(started); took > 2*time.Second {
+		t.Fatalf("Close took %s", took)
+	}
+}

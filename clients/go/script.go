@@ -63,11 +63,11 @@ func keysOf(call []string) []string {
 // evalsha runs a module call as the script with EVALSHA, and EVAL with the
 // source when the node has not cached it (NOSCRIPT: a restart, a failover,
 // SCRIPT FLUSH, a node that never ran it; that call did not run).
-func evalsha(ctx context.Context, client Client, key string, call []string) (any, error) {
+func evalsha(ctx context.Context, client Client, key string, call []string, late func(any)) (any, error) {
 	args := scriptArgs(call)
-	reply, err := client.Do(ctx, key, append([]string{"EVALSHA", luaSHA}, args...)...)
+	reply, err := do(ctx, client, key, late, append([]string{"EVALSHA", luaSHA}, args...))
 	if replyCode(err) == "NOSCRIPT" {
-		reply, err = client.Do(ctx, key, append([]string{"EVAL", luaSource}, args...)...)
+		reply, err = do(ctx, client, key, late, append([]string{"EVAL", luaSource}, args...))
 	}
 	return reply, explainEvalACL(err)
 }
@@ -83,8 +83,8 @@ func explainEvalACL(err error) error {
 
 // fcall runs a module call as the library's function. loaded is false when
 // the node answered that the function is not there (load it, then call again).
-func fcall(ctx context.Context, client Client, key string, call []string) (reply any, err error) {
-	return client.Do(ctx, key, append([]string{"FCALL", LibraryName}, scriptArgs(call)...)...)
+func fcall(ctx context.Context, client Client, key string, call []string, late func(any)) (reply any, err error) {
+	return do(ctx, client, key, late, append([]string{"FCALL", LibraryName}, scriptArgs(call)...))
 }
 
 // functionMissing: FCALL of a library the node does not have.

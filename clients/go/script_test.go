@@ -59,6 +59,9 @@ func (c rawClient) Do(_ context.Context, _ string, args ...string) (any, error) 
 	}
 	return reply, nil
 }
+func (c rawClient) DoLate(ctx context.Context, key string, _ func(any), args ...string) (any, error) {
+	return c.Do(ctx, key, args...)
+}
 func (c rawClient) Node(string) (string, uint64) { return "", 0 }
 func (c rawClient) Cluster() bool                { return false }
 func (c rawClient) Close() error                 { return nil }

@@ -41,6 +41,6 @@ app.get('/', (req, res) => res.json({ hello: req.user?.id ?? req.ip }));
 const port = Number(process.env.PORT ?? 3000);
 app.listen(port, '127.0.0.1', () => {
   console.log(`listening on http://127.0.0.1:${port}; try:`);
-  console.log(`  for i in 1 2 3 4 5 6 7; do curl -si http://127.0.0.1:${port}/ | grep -iE '^(HTTP|ratelimit|retry)'; done`);
+  console.log(`  for i in 1 2 3 4 5 6; do curl -si http://127.0.0.1:${port}/ | grep -iE '^(HTTP|ratelimit:|retry)'; done`);
   console.log(`  curl -si -H 'x-api-key: alice-secret' 'http://127.0.0.1:${port}/search?q=redis'`);
 });

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -45,7 +46,11 @@ func main() {
 	seconds := flag.Float64("seconds", 3, "seconds a run")
 	connections := flag.Int("connections", 16, "keep-alive connections of the load")
 	readme := flag.String("readme", "", "README to write the table into (none: print it)")
+	only := flag.String("variants", "", "comma-separated variants to run (a look at a few; the README table needs all)")
 	flag.Parse()
+	if *only != "" {
+		variants = strings.Split(*only, ",")
+	}
 	redisOf := map[string]string{"ours-script": *plain}
 	for _, v := range variants {
 		if redisOf[v] == "" {
@@ -53,14 +58,12 @@ func main() {
 		}
 	}
 	duration := time.Duration(*seconds * float64(time.Second))
-	port := 30000 + os.Getpid()%20000
 	runs := map[string][]run{}
 	for round := 0; round < *rounds; round++ {
 		order := append(variants[round%len(variants):len(variants):len(variants)], variants[:round%len(variants)]...)
 		for _, path := range paths {
 			for _, variant := range order {
-				port++
-				r, err := measure(*app, variant, path, redisOf[variant], port, *connections, duration)
+				r, err := measure(*app, variant, path, redisOf[variant], *connections, duration)
 				if err != nil {
 					log.Fatalf("%s %s: %v", variant, path, err)
 				}
@@ -80,14 +83,14 @@ func main() {
 }
 
 // measure starts the app, loads it a second, then measures a run.
-func measure(binary, variant, path, redisAddr string, port, connections int, duration time.Duration) (run, error) {
+func measure(binary, variant, path, redisAddr string, connections int, duration time.Duration) (run, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return run{}, err
 	}
-	cmd := exec.Command(binary, variant, path, redisAddr, strconv.Itoa(port))
+	cmd := exec.Command(binary, variant, path, redisAddr, "0") // a free port: the app says which
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -97,10 +100,11 @@ func measure(binary, variant, path, redisAddr string, port, connections int, dur
 		return run{}, err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ready := strings.CutPrefix(strings.TrimSpace(line), "ready ")
+	if err != nil || !ready {
 		return run{}, fmt.Errorf("the app did not start: %q %v", line, err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	if _, err := load(addr, connections, time.Second); err != nil { // warm-up (and the denied path's one admitted request)
 		return run{}, err
 	}
@@ -250,6 +254,9 @@ func redisCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
 }
 
 func median(runs []run, field func(run) float64) float64 {
+	if len(runs) == 0 { // a variant left out (-variants)
+		return math.NaN()
+	}
 	values := make([]float64, len(runs))
 	for i, r := range runs {
 		values[i] = field(r)

@@ -16,17 +16,20 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/late"
 )
 
 // Client is a ratelimit.Client over connections of its own, opened with the
 // app's client's options (address, credentials, TLS, Sentinel) changed where
 // the limiter needs it: a sent command is never retried (it may have run),
-// a dial is tried once (a refused connection fails at once), and a call
-// waits as long as its context allows (so a timed-out check's reply can
-// still be read and undone).
+// a dial is tried once (a refused connection fails at once), a call waits
+// until its context's deadline (60 s without one), and a check's reply that
+// comes after that is still read (internal/late).
 type Client struct {
 	single  *redis.Client
 	cluster *redis.ClusterClient
+
+	lates late.Conns
 
 	mu     sync.Mutex
 	dials  map[string]uint64        // connections opened per node address
@@ -80,12 +83,13 @@ func New(rdb redis.UniversalClient) (*Client, error) {
 // app's configuration would register its handlers twice.
 var noNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
-// limiterOptions: no retry of a sent command, one dial try, the context's deadline rules.
+// limiterOptions: no retry of a sent command, one dial try, a reply awaited
+// until the context's deadline, or late.Wait when it has none.
 func limiterOptions(maxRetries, dialerRetries *int, readTimeout, writeTimeout *time.Duration, contextTimeout *bool) {
 	*maxRetries = -1
 	*dialerRetries = 1
-	*readTimeout = -1
-	*writeTimeout = -1
+	*readTimeout = late.Wait
+	*writeTimeout = late.Wait
 	*contextTimeout = true
 }
 
@@ -98,13 +102,14 @@ func (c *Client) counting(dial func(ctx context.Context, network, addr string) (
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
-		if err == nil {
-			c.mu.Lock()
-			c.dials[addr]++
-			c.dials[""]++
-			c.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return conn, err
+		c.mu.Lock()
+		c.dials[addr]++
+		c.dials[""]++
+		c.mu.Unlock()
+		return c.lates.Wrap(conn), nil
 	}
 }
 
@@ -145,6 +150,11 @@ func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error
 	return reply(cmd.Result())
 }
 
+// DoLate is Do for a check: a reply that comes after ctx's deadline goes to late.
+func (c *Client) DoLate(ctx context.Context, key string, handle func(any), args ...string) (any, error) {
+	return c.lates.Do(args, handle, func() (any, error) { return c.Do(ctx, key, args...) })
+}
+
 // Node is the address of the primary serving key (its dial count), or on one server the server's.
 func (c *Client) Node(key string) (string, uint64) {
 	node := ""
@@ -170,16 +180,28 @@ func (c *Client) Close() error {
 	if closed {
 		return nil
 	}
+	c.lates.Stop()
+	var err error
 	if c.single != nil {
-		return c.single.Close()
+		err = c.single.Close()
+	} else {
+		err = c.cluster.Close()
 	}
-	return c.cluster.Close()
+	c.lates.Wait()
+	return err
 }
 
+// anys is args as go-redis takes them: the command's name a string (go-redis
+// reads it), the others pointers into args, which go-redis writes as the
+// strings (a string put in an interface is a copy allocated each).
 func anys(args []string) []any {
 	out := make([]any, len(args))
-	for i, a := range args {
-		out[i] = a
+	for i := range args {
+		if i == 0 {
+			out[i] = args[0]
+		} else {
+			out[i] = &args[i]
+		}
 	}
 	return out
 }
@@ -187,6 +209,9 @@ func anys(args []string) []any {
 // reply turns go-redis's reply into the limiter's: int64, string, []any,
 // nil; an error reply a ratelimit.ReplyError.
 func reply(v any, err error) (any, error) {
+	if err == nil {
+		return late.Normalize(v), nil
+	}
 	if err == redis.Nil {
 		return nil, nil
 	}
@@ -194,31 +219,5 @@ func reply(v any, err error) (any, error) {
 	if errors.As(err, &redisErr) {
 		return nil, ratelimit.ReplyError(redisErr.Error())
 	}
-	if err != nil {
-		return nil, err
-	}
-	return normalize(v), nil
-}
-
-// normalize: RESP3 answers (a map, a double, a boolean) as RESP2 would give them.
-func normalize(v any) any {
-	switch v := v.(type) {
-	case []any:
-		for i := range v {
-			v[i] = normalize(v[i])
-		}
-		return v
-	case map[any]any:
-		out := make([]any, 0, 2*len(v))
-		for k, value := range v {
-			out = append(out, normalize(k), normalize(value))
-		}
-		return out
-	case bool:
-		if v {
-			return int64(1)
-		}
-		return nil
-	}
-	return v
+	return nil, err
 }

@@ -11,23 +11,24 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/late"
 )
 
-// lateWait is how long a reply is awaited on a connection before it is
-// closed: the limiter still reads a timed-out check's reply that long.
-const lateWait = 60 * time.Second
-
 // Client is a ratelimit.Client over a valkey-go client of its own, made
-// from the app's options with no retry of a sent command and replies
-// awaited up to 60 s (ConnWriteTimeout) so a timed-out check can be undone.
+// from the app's options with no retry of a sent command, replies awaited
+// up to 60 s (ConnWriteTimeout), and each call on a connection of valkey-go's
+// pool rather than pipelined with others (DisableAutoPipelining): valkey-go
+// drops the reply of a pipelined call its caller gave up on, and closes a
+// pool connection whose read hit its deadline, which then still reads a
+// timed-out check's reply (internal/late).
 type Client struct {
 	client  valkeygo.Client
 	cluster bool
+	lates   late.Conns
 
 	mu    sync.Mutex
 	dials uint64
@@ -38,8 +39,9 @@ func New(opt valkeygo.ClientOption) (*Client, error) {
 	c := &Client{}
 	opt.DisableRetry = true
 	opt.DisableCache = true
-	if opt.ConnWriteTimeout < lateWait {
-		opt.ConnWriteTimeout = lateWait
+	opt.DisableAutoPipelining = true
+	if opt.ConnWriteTimeout < late.Wait {
+		opt.ConnWriteTimeout = late.Wait
 	}
 	dial := opt.DialFn
 	if dial == nil {
@@ -52,12 +54,13 @@ func New(opt valkeygo.ClientOption) (*Client, error) {
 	}
 	opt.DialFn = func(addr string, dialer *net.Dialer, config *tls.Config) (net.Conn, error) {
 		conn, err := dial(addr, dialer, config)
-		if err == nil {
-			c.mu.Lock()
-			c.dials++
-			c.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return conn, err
+		c.mu.Lock()
+		c.dials++
+		c.mu.Unlock()
+		return c.lates.Wrap(conn), nil
 	}
 	client, err := valkeygo.NewClient(opt)
 	if err != nil {
@@ -84,6 +87,11 @@ func (c *Client) Do(ctx context.Context, key string, args ...string) (any, error
 	return normalize(v), nil
 }
 
+// DoLate is Do for a check: a reply that comes after ctx's deadline goes to handle.
+func (c *Client) DoLate(ctx context.Context, key string, handle func(any), args ...string) (any, error) {
+	return c.lates.Do(args, handle, func() (any, error) { return c.Do(ctx, key, args...) })
+}
+
 // Node cannot name a cluster's node by key here: one decision covers all
 // nodes, made again after any new connection.
 func (c *Client) Node(string) (string, uint64) {
@@ -95,31 +103,32 @@ func (c *Client) Node(string) (string, uint64) {
 // Cluster reports whether valkey-go made a cluster client.
 func (c *Client) Cluster() bool { return c.cluster }
 
-// Close closes the connections.
+// Close closes the connections, and returns once no late reply is awaited.
 func (c *Client) Close() error {
+	c.lates.Stop()
 	c.client.Close()
+	c.lates.Wait()
 	return nil
 }
 
 // normalize: RESP3 answers (a boolean, an error inside an array) as the limiter reads RESP2's.
 func normalize(v any) any {
-	switch v := v.(type) {
+	switch t := v.(type) {
 	case []any:
-		for i := range v {
-			v[i] = normalize(v[i])
+		for i := range t {
+			t[i] = normalize(t[i])
 		}
-		return v
+		return v // as it came: no copy of the slice
 	case bool:
-		if v {
+		if t {
 			return int64(1)
 		}
 		return nil
 	case error:
 		var reply *valkeygo.ValkeyError
-		if errors.As(v, &reply) {
+		if errors.As(t, &reply) {
 			return replyError(reply)
 		}
-		return v
 	}
 	return v
 }

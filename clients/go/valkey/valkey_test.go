@@ -2,6 +2,7 @@ package valkey_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,10 @@ func TestRedisWithoutTheModule(t *testing.T) {
 func TestValkey9(t *testing.T) {
 	binary := servers.Valkey9()
 	if binary == "" {
+		// CI installs it: there a missing server is a failure, never a skip.
+		if os.Getenv("WITH_SERVERS") == "1" {
+			t.Fatal("WITH_SERVERS=1 but no Valkey 9 in target/servers: scripts/servers.sh install failed?")
+		}
 		t.Skip("no Valkey 9: scripts/servers.sh install puts it in target/servers (WITH_SERVERS=1 make test does)")
 	}
 	exercise(t, servers.Start(t, servers.Options{Binary: binary}), ratelimit.Auto, "ratelimit")
@@ -152,5 +157,30 @@ func TestTimedOutCheckUndone(t *testing.T) {
 			t.Fatal("the timed-out check's units or lease are still held")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Closing while a timed-out check's reply is awaited (the server stopped)
+// returns at once, leaving no goroutine (TestMain's goleak).
+func TestCloseWhileALateReplyIsAwaited(t *testing.T) {
+	server := servers.Start(t, servers.Options{})
+	client, err := valkey.New(valkeygo.ClientOption{InitAddress: []string{server.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(client, ratelimit.Options[string]{Key: keyed, Timeout: 200 * time.Millisecond, Limits: limits[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, l, "warm")
+	server.Pause()
+	defer server.Resume()
+	if d := check(t, l, "k"); d.Outcome != ratelimit.OutcomeUnavailableOpen {
+		t.Fatalf("%+v", d)
+	}
+	started := time.Now()
+	l.Close()
+	if took := time.Since(started); took > 2*time.Second {
+		t.Fatalf("Close took %s", took)
 	}
 }

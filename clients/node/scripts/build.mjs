@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-const options = ['--strict', '--declaration', '--esModuleInterop', '--skipLibCheck', '--target', 'ES2022',
+const options = ['--strict', '--exactOptionalPropertyTypes', '--declaration', '--esModuleInterop', '--skipLibCheck', '--target', 'ES2022',
   '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--lib', 'ES2022', '--types', 'node'];
 
 rmSync(join(root, 'dist'), { recursive: true, force: true });

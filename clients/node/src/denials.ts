@@ -5,7 +5,17 @@
 // request. It can only be stricter than Redis: a refund made elsewhere in
 // the meantime is not seen.
 
-import type { Decision } from './limiter.js';
+import type { Charge, Decision } from './decision.js';
+
+/**
+ * What a denial is remembered by: the Redis keys and the limits' sizes for
+ * the request (each cache belongs to one limiter, whose limits are fixed).
+ */
+export function keyOf(charges: Charge[]): string {
+  let key = '';
+  for (const c of charges) key += `${c.key}\n${c.size}\n`;
+  return key;
+}
 
 /** How long a "never admissible" denial (retry_after_ms -1) is kept. */
 const NEVER_MS = 1000;

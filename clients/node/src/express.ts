@@ -3,8 +3,10 @@
 
 import { IncomingMessage } from 'node:http';
 
-import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse, type Outcome } from './http.js';
-import type { Decision, Limiter } from './limiter.js';
+import { mergedHeaders } from './headers.js';
+import { decideRequest, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse, type Outcome } from './http.js';
+import type { Decision } from './decision.js';
+import type { Limiter } from './limiter.js';
 import type { Limit } from './options.js';
 
 // `req.rateLimit` on Express's own Request type, as Passport adds `req.user`:
@@ -21,9 +23,9 @@ declare global {
 
 /** What the middleware reads of an Express request. */
 export interface ExpressLikeRequest {
-  ip?: string;
-  socket?: { remoteAddress?: string };
-  rateLimit?: Decision;
+  ip?: string | undefined;
+  socket?: { remoteAddress?: string | undefined } | undefined;
+  rateLimit?: Decision | undefined;
 }
 
 /** What it uses of an Express response. */
@@ -118,8 +120,8 @@ function middleware<Req extends ExpressLikeRequest, Res extends ExpressLikeRespo
 ): ExpressRateLimit<Req, Res> {
   const respond = (outcome: Outcome, req: Req, res: Res, next: ExpressLikeNext): unknown => {
     if (outcome.action === 'unavailable') return sendJson(res, outcome.status, outcome.body);
-    const headers = outcome.headers;
-    for (const name in headers) res.setHeader(name, mergeHeader(res.getHeader(name), headers[name], name));
+    const fields = mergedHeaders(outcome.headers, (name) => res.getHeader(name));
+    for (const name in fields) res.setHeader(name, fields[name]);
     if (outcome.decision) putOnRequest(req, res, outcome.decision);
     if (outcome.action === 'deny') {
       if (http.handler) return http.handler(req, res, outcome.decision);

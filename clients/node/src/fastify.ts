@@ -3,15 +3,17 @@
 // one call, refunds and releases when the raw response is over. Typed
 // without Fastify's types.
 
-import { decideRequest, mergeHeader, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse } from './http.js';
-import type { Decision, Limiter } from './limiter.js';
+import { mergedHeaders } from './headers.js';
+import { decideRequest, settleAfter, splitOptions, type CheckedHttp, type MiddlewareOptions, type NodeResponse } from './http.js';
+import type { Decision } from './decision.js';
+import type { Limiter } from './limiter.js';
 import { RateLimitConfigError, type Limit } from './options.js';
 
 /** What the plugin reads of a Fastify request. */
 export interface FastifyLikeRequest {
-  ip?: string;
-  routeOptions?: { config?: Record<PropertyKey, any> };
-  rateLimit?: Decision;
+  ip?: string | undefined;
+  routeOptions?: { config?: Record<PropertyKey, any> | undefined } | undefined;
+  rateLimit?: Decision | undefined;
 }
 
 interface FastifyLikeReply {
@@ -37,9 +39,8 @@ const ROUTE_LIMITER = Symbol('redis-ratelimit-client.route');
 async function limitRequest(limiter: Limiter<any>, http: CheckedHttp<any, any>, request: FastifyLikeRequest, reply: FastifyLikeReply) {
   const outcome = await decideRequest(limiter, http, request);
   if (outcome.action === 'unavailable') return reply.code(outcome.status).send(outcome.body);
-  for (const [name, value] of Object.entries(outcome.headers)) {
-    reply.header(name, mergeHeader(reply.getHeader(name), value, name));
-  }
+  const fields = mergedHeaders(outcome.headers, (name) => reply.getHeader(name));
+  for (const name in fields) reply.header(name, fields[name]);
   if (outcome.decision) request.rateLimit = outcome.decision;
   if (outcome.action === 'deny') {
     if (http.handler) return http.handler(request, reply, outcome.decision);

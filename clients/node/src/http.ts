@@ -1,8 +1,9 @@
 // What the Express middleware and the Fastify plugin share: their options
 // (checked at setup) and one request's path through the limiter.
 
-import { DEFAULT_MESSAGE, deniedBody, rateLimitHeaders, UNAVAILABLE_BODY, withRetryAfter } from './headers.js';
-import { createLimiter, RateLimiterUnavailable, type Decision, type Limiter, type LimiterOptions } from './limiter.js';
+import { DEFAULT_MESSAGE, deniedBody, HEADER_STYLES, rateLimitHeaders, UNAVAILABLE_BODY, type HeaderStyle } from './headers.js';
+import { RateLimiterUnavailable, type Decision } from './decision.js';
+import { createLimiter, type Limiter, type LimiterOptions } from './limiter.js';
 import { checkFunction, RateLimitConfigError } from './options.js';
 
 export interface HttpOptions<Req, Res> {
@@ -20,8 +21,13 @@ export interface HttpOptions<Req, Res> {
   skipSuccessfulRequests?: boolean;
   /** Leaky bucket limits: delay an admitted request by its delay_ms (pacing) before it runs. */
   throttle?: boolean;
-  /** Send RateLimit-Policy and RateLimit (true by default); Retry-After is sent on a denial either way. */
-  headers?: boolean;
+  /**
+   * The rate limit fields of every response: `true` or `'draft-10'` (the
+   * default: RateLimit-Policy and RateLimit), `'draft-6'` (RateLimit-Limit,
+   * -Remaining, -Reset), `'legacy'` (X-RateLimit-*), or `false`. A 429
+   * that can pass later carries Retry-After whatever the choice.
+   */
+  headers?: boolean | 'draft-10' | 'draft-6' | 'legacy';
 }
 
 export type MiddlewareOptions<Req = any, Res = any> = LimiterOptions<Req> & HttpOptions<Req, Res>;
@@ -36,12 +42,20 @@ export interface CheckedHttp<Req, Res> {
   skipFailedRequests: boolean;
   skipSuccessfulRequests: boolean;
   throttle: boolean;
-  headers: boolean;
+  headers: HeaderStyle;
 }
 
 function flag(name: string, value: unknown): boolean {
   if (value !== undefined && typeof value !== 'boolean') throw new RateLimitConfigError(name, 'must be true or false');
   return value === true;
+}
+
+function headerStyle(value: unknown): HeaderStyle {
+  if (value === undefined || value === true) return 'draft-10';
+  if (!HEADER_STYLES.includes(value as HeaderStyle)) {
+    throw new RateLimitConfigError('headers', `must be true, 'draft-10', 'draft-6', 'legacy' or false (got ${String(value)})`);
+  }
+  return value as HeaderStyle;
 }
 
 /** Splits and checks the options: the limiter's, and the HTTP ones. */
@@ -68,7 +82,7 @@ export function splitOptions<Req, Res>(options: MiddlewareOptions<Req, Res>): { 
     skipFailedRequests: flag('skipFailedRequests', options.skipFailedRequests),
     skipSuccessfulRequests: flag('skipSuccessfulRequests', options.skipSuccessfulRequests),
     throttle: flag('throttle', options.throttle),
-    headers: options.headers === undefined ? true : flag('headers', options.headers),
+    headers: headerStyle(options.headers),
   };
   return { limiter: createLimiter(limiterOptions as unknown as LimiterOptions<Req>), http };
 }
@@ -145,8 +159,7 @@ function unavailable(error: unknown): Outcome {
 
 function outcomeOf(limiter: Limiter<any>, http: CheckedHttp<any, any>, decision: Decision | null, charged: Charged | undefined): Outcome | Promise<Outcome> {
   if (decision === null) return UNLIMITED;
-  // Without the RateLimit fields (not built then) a denial still says when to come back.
-  const headers = decision.limits.length === 0 ? {} : http.headers ? rateLimitHeaders(decision) : withRetryAfter({}, decision);
+  const headers = decision.limits.length === 0 ? {} : rateLimitHeaders(decision, http.headers);
   if (!decision.allowed) {
     return { action: 'deny', decision, headers, status: http.statusCode, body: deniedBody(decision, http.message) };
   }
@@ -161,19 +174,20 @@ export interface NodeResponse {
   statusCode: number;
   writableFinished?: boolean;
   destroyed?: boolean;
+  end(...args: any[]): unknown;
   once(event: 'finish' | 'close', listener: () => void): unknown;
 }
 
 /**
- * When the response is over -- sent, or its connection closed first (the
- * client went away; a handler that threw has had its error answered) --
- * gives units back as the options say and releases the decision's leases,
- * once. Failures are logged: the response is gone.
+ * What an admitted request gives back once it is over: its leases when the
+ * handler is done with the response (below); its units, as the skip
+ * options say, when the response is sent or its connection closed first
+ * (a failed request then). Failures are logged: the response is gone.
  */
 export function settleAfter(http: CheckedHttp<any, any>, decision: Decision | null, res: NodeResponse, log: (line: string) => void) {
   if (!decision || !decision.allowed) return;
-  const refunds = http.skipFailedRequests || http.skipSuccessfulRequests;
-  if (!refunds && !decision.limits.some((l) => l.leaseId)) return;
+  if (decision.limits.some((l) => l.leaseId)) releaseAtEnd(decision, res);
+  if (!http.skipFailedRequests && !http.skipSuccessfulRequests) return;
   let done = false;
   const settle = () => {
     if (done) return;
@@ -183,16 +197,25 @@ export function settleAfter(http: CheckedHttp<any, any>, decision: Decision | nu
     if ((failed && http.skipFailedRequests) || (!failed && http.skipSuccessfulRequests)) {
       decision.refund().catch((error) => log(`rate limiter refund failed: ${String(error)}`));
     }
-    void decision.release();
   };
   if (res.destroyed) return settle(); // the client left while the limiter decided
   res.once('finish', settle);
   res.once('close', settle);
 }
 
-/** Appends list members to a header that an earlier limiter may have set. */
-export function mergeHeader(current: unknown, value: string, name: string): string {
-  if (current === undefined || current === null || current === '') return value;
-  if (name === 'Retry-After') return String(Math.max(Number(current), Number(value)));
-  return `${Array.isArray(current) ? current.join(', ') : String(current)}, ${value}`;
+/**
+ * Frees the decision's slots when the handler is done: when it calls the
+ * response's end() (an answer, a streamed one's last chunk, its error
+ * answered), just before the last bytes go out, so a client that sends its
+ * next request on receipt finds its slot free. Not when the client
+ * disconnects: the handler still runs and loads what the limit protects.
+ * A handler that never ends holds its slots until their lease runs out.
+ */
+function releaseAtEnd(decision: Decision, res: NodeResponse) {
+  const end = res.end;
+  res.end = function (this: unknown, ...args: unknown[]) {
+    void decision.release(); // once, however often end() is called
+    return end.apply(this, args);
+  };
 }
+

@@ -4,8 +4,8 @@ import ipaddr from 'ipaddr.js';
 
 /** What these key functions read: Express, Fastify and Node's own requests all have it. */
 export interface RequestWithAddress {
-  ip?: string;
-  socket?: { remoteAddress?: string };
+  ip?: string | undefined;
+  socket?: { remoteAddress?: string | undefined } | undefined;
 }
 
 /**

@@ -38,7 +38,7 @@ type State = Bucket | Window | Log | Leases;
 /** A limit's answer: its reply fields, and the state to store if the call goes on (undefined: keep). */
 interface Verdict {
   fields: bigint[];
-  store?: State;
+  store?: State | undefined;
 }
 
 const max = (a: bigint, b: bigint) => (a > b ? a : b);
@@ -61,6 +61,25 @@ export function micros(text: string): bigint {
   const [, whole, fraction = ''] = match;
   const rounded = fraction.length > 6 && fraction[6] >= '5' ? 1n : 0n;
   return BigInt(whole || '0') * 1_000_000n + BigInt(fraction.slice(0, 6).padEnd(6, '0')) + rounded;
+}
+
+/** Millionths as a decimal text (`500000n` is `0.5`), as the module takes a rate. */
+function decimalOf(millionths: bigint): string {
+  const fraction = String(millionths % 1_000_000n).padStart(6, '0').replace(/0+$/, '');
+  return fraction === '' ? String(millionths / 1_000_000n) : `${millionths / 1_000_000n}.${fraction}`;
+}
+
+/**
+ * One process's share of a limit when `instances` processes share it:
+ * the size (capacity, window limit, slots) `floor(size / instances)`, at
+ * least 1; a bucket's rate `rate / instances` rounded down to six
+ * decimals, at least 0.000001; a window and a lease as they are.
+ */
+export function share(spec: LocalSpec, instances: number): LocalSpec {
+  const size = Math.max(1, Number(BigInt(spec.size) / BigInt(instances))); // exact above 2^52 too
+  if (spec.algorithm !== 'tokenbucket' && spec.algorithm !== 'leakybucket') return { ...spec, size };
+  const rate = micros(spec.param) / BigInt(instances);
+  return { ...spec, size, param: decimalOf(rate > 0n ? rate : 1n) };
 }
 
 /** Token bucket: tokens(t) = min(capacity, tokens + (t - last) * rate); a new key starts full. */

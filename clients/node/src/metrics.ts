@@ -2,7 +2,7 @@
 // @opentelemetry/api when the app has it installed (a no-op without an SDK),
 // and the app's own onDecision hook.
 
-import type { Decision } from './limiter.js';
+import type { Decision } from './decision.js';
 
 export type Outcome =
   | 'allowed'

@@ -1,33 +1,95 @@
 // The `mode` option: the module's commands (`module`), the Lua library
 // (`script`), or per node whichever the node has (`auto`: the module where
-// `COMMAND INFO RL.MULTI` knows it). The choice is kept per node
-// connection and made again after that connection reconnects: the server
-// behind an address may have been restarted or failed over, with or
-// without the module.
+// `COMMAND INFO RL.MULTI` knows it). Script mode calls the library as a
+// Redis Function (FCALL) where the node allows it, else with EVALSHA
+// (option `scriptCall`). Both choices are kept per node connection and
+// made again after that connection reconnects: the server behind an
+// address may have been restarted or failed over, with or without the
+// module, with or without the library.
 
+import type { Mode, ScriptCall } from './options.js';
 import { RateLimitModeError, replyCode, type Connection, type NodeClient } from './redis.js';
-import { callScript, splitCall } from './script.js';
+import { evalsha, fcall, functionMissing, LIBRARY, loadLibrary, splitCall, type ScriptLibrary } from './script.js';
 
-export type Mode = 'auto' | 'module' | 'script';
-export const MODES: readonly Mode[] = ['auto', 'module', 'script'];
+/** How calls reach a node. */
+type Route = 'module' | 'fcall' | 'evalsha';
 
 /** Sends module calls to each node in the mode it needs. */
 export class ModeSwitch {
-  private readonly decided = new WeakMap<NodeClient, 'module' | 'script'>();
+  private readonly routes = new WeakMap<NodeClient, Route>();
   private readonly watched = new WeakSet<NodeClient>();
+  /** The script's route until a node refuses Functions. */
+  private readonly scriptRoute: Route;
+  /** The line saying why EVALSHA replaces FCALL is written once. */
+  private fellBack = false;
 
-  constructor(readonly mode: Mode) {}
+  constructor(
+    readonly mode: Mode,
+    private readonly scriptCall: ScriptCall,
+    private readonly log: (line: string) => void,
+    private readonly library: ScriptLibrary = LIBRARY,
+  ) {
+    this.scriptRoute = scriptCall === 'evalsha' ? 'evalsha' : 'fcall';
+  }
 
   /** Sends `call`, a module command, to the node that gets `key`. */
   send(connection: Connection, key: string, call: string[]): Promise<unknown> {
-    if (this.mode !== 'auto') return sendAs(this.mode, connection, key, call);
+    if (this.mode === 'module') return callModule(connection, key, call);
     const node = connection.nodeOf(key);
-    const known = node && this.decided.get(node);
-    if (known) return sendAs(known, connection, key, call);
-    return this.decide(connection, key).then((mode) => sendAs(mode, connection, key, call));
+    const route = (node && this.routes.get(node)) ?? (this.mode === 'script' ? this.scriptRoute : undefined);
+    if (route) return this.via(route, connection, key, call);
+    return this.decide(connection, key).then((decided) => this.via(decided, connection, key, call));
   }
 
-  private async decide(connection: Connection, key: string): Promise<'module' | 'script'> {
+  private via(route: Route, connection: Connection, key: string, call: string[]): Promise<unknown> {
+    if (route === 'module') return callModule(connection, key, call);
+    if (route === 'evalsha') return evalsha(connection, key, call, this.library);
+    // Not an async function: its frame was a promise and a resumption on every call.
+    return fcall(connection, key, call, this.library).then(undefined, (error) => this.functionFailed(error, connection, key, call));
+  }
+
+  /**
+   * FCALL failed: the node lacks the library (load it, call again once),
+   * or refuses Functions (no FCALL: Redis 6.2, an ACL without it, FUNCTION
+   * LOAD refused), where EVALSHA serves the node from then on (one log
+   * line), or the call's own error, as it came.
+   */
+  private async functionFailed(error: unknown, connection: Connection, key: string, call: string[]): Promise<unknown> {
+    let refused = error;
+    if (functionMissing(error)) {
+      try {
+        await loadLibrary(connection, key, this.library);
+      } catch (loadError) {
+        if (replyCode(loadError) === undefined) throw loadError; // no answer: Redis unavailable
+        refused = loadError; // FUNCTION LOAD refused: an ACL, a read-only replica, FUNCTION renamed or disabled
+      }
+      if (refused === error) {
+        try {
+          return await fcall(connection, key, call, this.library);
+        } catch (again) {
+          if (!functionMissing(again)) throw again;
+          refused = again;
+        }
+      }
+    } else if (!(replyCode(error) === 'NOPERM' && /'fcall'/i.test((error as Error).message)) && !unknownCommand(error)) {
+      throw error; // the call's own error (a key of another type, an ACL on the keys...)
+    }
+    if (this.scriptCall === 'fcall') {
+      throw new RateLimitModeError(
+        `scriptCall 'fcall': this node refuses Redis Functions (${String((refused as Error).message)}): allow them ` +
+          "(ACL SETUSER <user> +fcall +function|load), or set scriptCall 'auto' to fall back to EVALSHA",
+        refused,
+      );
+    }
+    if (!this.fellBack) {
+      this.fellBack = true;
+      this.log(`rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: ${String((refused as Error).message)}`);
+    }
+    this.remember(connection.nodeOf(key), 'evalsha');
+    return evalsha(connection, key, call, this.library);
+  }
+
+  private async decide(connection: Connection, key: string): Promise<Route> {
     let info: unknown;
     try {
       info = await connection.sendToNodeOf(key, ['COMMAND', 'INFO', 'RL.MULTI']);
@@ -39,21 +101,20 @@ export class ModeSwitch {
         error,
       );
     }
-    const mode = Array.isArray(info) && info[0] != null ? 'module' : 'script'; // [null]: no such command
-    const node = connection.nodeOf(key); // the node that answered: known now on a cluster even if not before
-    if (node) {
-      this.decided.set(node, mode);
-      if (!this.watched.has(node)) {
-        this.watched.add(node);
-        node.on('ready', () => this.decided.delete(node));
-      }
-    }
-    return mode;
+    const route = Array.isArray(info) && info[0] != null ? 'module' : this.scriptRoute; // [null]: no such command
+    this.remember(connection.nodeOf(key), route); // the node that answered: known now on a cluster even if not before
+    return route;
   }
-}
 
-function sendAs(mode: 'module' | 'script', connection: Connection, key: string, call: string[]): Promise<unknown> {
-  return mode === 'module' ? callModule(connection, key, call) : callScript(connection, key, call);
+  /** Keeps a node's route until that node's client reconnects. */
+  private remember(node: NodeClient | undefined, route: Route) {
+    if (!node) return;
+    this.routes.set(node, route);
+    if (!this.watched.has(node)) {
+      this.watched.add(node);
+      node.on('ready', () => this.routes.delete(node));
+    }
+  }
 }
 
 /** Sends a module command, explaining the errors that come from the module being absent or the other mode's keys. */
@@ -66,7 +127,7 @@ function callModule(connection: Connection, key: string, call: string[]): Promis
 async function explainModuleError(connection: Connection, call: string[], error: unknown): Promise<never> {
   const code = replyCode(error);
   if (code === 'WRONGTYPE') throw await explainWrongType(connection, call, error);
-  if (code === 'ERR' && /^ERR unknown command/i.test((error as Error).message)) {
+  if (unknownCommand(error)) {
     throw new RateLimitModeError(
       `ERR the redis-ratelimit module is not loaded on this Redis (unknown command '${call[0]}'), and mode 'module' ` +
         'needs it: load it (loadmodule /path/to/libredis_ratelimit.so), or use mode \'auto\' or \'script\' (the Lua script)',
@@ -92,4 +153,9 @@ async function explainWrongType(connection: Connection, call: string[], error: u
     );
   }
   return error; // another algorithm's state: the module's own words say it
+}
+
+/** A server without the command (FCALL before Redis 7, a renamed or disabled command). */
+function unknownCommand(error: unknown): boolean {
+  return replyCode(error) === 'ERR' && /^ERR unknown command/i.test((error as Error).message);
 }

@@ -3,6 +3,8 @@
 
 import { serializeString } from 'structured-headers';
 
+import { isIpv6Subnet } from './keys.js';
+
 /** The module's five rate algorithms and its concurrency limit, by their name in a limit spec. */
 export type Algorithm = 'tokenbucket' | 'leakybucket' | 'fixedwindow' | 'slidingwindow' | 'slidinglog' | 'concurrency';
 
@@ -32,6 +34,10 @@ export interface Limit<Req = any> {
   name?: string;
   /** The draft's `qu`; requests when left out (concurrent-requests, and only that, for concurrency). */
   quotaUnit?: QuotaUnit;
+  /** What this limit does while Redis cannot answer; the limiter's `onUnavailable` by default, `local` for a concurrency limit. */
+  onUnavailable?: OnUnavailable;
+  /** Concurrency only: the seconds a denial's Retry-After suggests (slots free as requests end, not as leases run out); 1 by default. */
+  retryAfter?: number;
 }
 
 /** A limit after checking: every field set. */
@@ -46,11 +52,16 @@ export interface CheckedLimit<Req = any> {
   /** False for a lone limit left without a name: its Redis key then says what it is (keyName). */
   named: boolean;
   quotaUnit: QuotaUnit | undefined;
+  /** While Redis cannot answer: resolved (the limit's own, else a concurrency limit's `local`, else the limiter's). */
+  onUnavailable: OnUnavailable;
+  /** Concurrency: a denial's longest retry time, in ms (the limit's `retryAfter`); undefined for the other algorithms. */
+  retryAfterMs: number | undefined;
 }
 
 export const ALGORITHMS: readonly Algorithm[] = ['tokenbucket', 'leakybucket', 'fixedwindow', 'slidingwindow', 'slidinglog', 'concurrency'];
 const QUOTA_UNITS: readonly QuotaUnit[] = ['requests', 'content-bytes', 'concurrent-requests'];
-const LIMIT_OPTIONS = ['algorithm', 'limit', 'rate', 'window', 'lease', 'cost', 'key', 'name', 'quotaUnit'];
+const LIMIT_OPTIONS = ['algorithm', 'limit', 'rate', 'window', 'lease', 'cost', 'key', 'name', 'quotaUnit', 'onUnavailable', 'retryAfter'];
+const ON_UNAVAILABLE: readonly OnUnavailable[] = ['open', 'closed', 'local'];
 
 /** Each algorithm's second parameter: the option that gives it, what it is, and its range. */
 const PARAMS: Record<Algorithm, { option: 'rate' | 'window' | 'lease'; meaning: string; min: number }> = {
@@ -118,7 +129,15 @@ function checkName(option: string, name: unknown): string {
   return name;
 }
 
-function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): CheckedLimit<Req> {
+function checkOnUnavailable(option: string, value: unknown): OnUnavailable | undefined {
+  if (value !== undefined && !ON_UNAVAILABLE.includes(value as OnUnavailable)) {
+    throw new RateLimitConfigError(option, `must be 'open', 'closed' or 'local' (got ${String(value)})`);
+  }
+  return value as OnUnavailable | undefined;
+}
+
+/** `fallback`: the limiter's onUnavailable, for a limit that names none (a concurrency limit's default is `local`). */
+function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean, fallback: OnUnavailable): CheckedLimit<Req> {
   if (typeof limit !== 'object' || limit === null) {
     throw new RateLimitConfigError(option, 'must be an object such as { limit: 60, rate: 1 }');
   }
@@ -155,14 +174,20 @@ function checkLimit<Req>(option: string, limit: Limit<Req>, lone: boolean): Chec
     throw new RateLimitConfigError(`${option}.quotaUnit`, `a concurrency limit counts ${CONCURRENT}`);
   }
   const quotaUnit = algorithm === 'concurrency' ? CONCURRENT : limit.quotaUnit;
-  return { algorithm, limit: size, param, cost, key: limit.key, name, named: limit.name !== undefined, quotaUnit };
+  const onUnavailable = checkOnUnavailable(`${option}.onUnavailable`, limit.onUnavailable) ?? (algorithm === 'concurrency' ? 'local' : fallback);
+  if (algorithm !== 'concurrency' && limit.retryAfter !== undefined) {
+    throw new RateLimitConfigError(`${option}.retryAfter`, `only a concurrency limit takes a retryAfter hint (${algorithm} has its own retry time)`);
+  }
+  const retryAfterMs = algorithm === 'concurrency' ? Math.ceil(checkNumber(`${option}.retryAfter`, limit.retryAfter ?? 1, 0.001, 1e12) * 1000) : undefined;
+  return { algorithm, limit: size, param, cost, key: limit.key, name, named: limit.name !== undefined, quotaUnit, onUnavailable, retryAfterMs };
 }
 
 /**
  * Checks a list of limits (`option` names it in errors); `taken` holds the
- * names already in use by limits stacked with these.
+ * names already in use by limits stacked with these; `fallback` is the
+ * limiter's onUnavailable.
  */
-export function checkLimits<Req>(option: string, limits: Limit<Req> | Limit<Req>[], taken: string[] = []): CheckedLimit<Req>[] {
+function checkLimits<Req>(option: string, limits: Limit<Req> | Limit<Req>[], taken: string[], fallback: OnUnavailable): CheckedLimit<Req>[] {
   const list = Array.isArray(limits) ? limits : [limits];
   const names = Array.isArray(limits) ? (i: number) => `${option}[${i}]` : () => option;
   if (list.length === 0) {
@@ -171,7 +196,7 @@ export function checkLimits<Req>(option: string, limits: Limit<Req> | Limit<Req>
   const lone = list.length === 1 && taken.length === 0;
   const seen = new Set(taken);
   return list.map((limit, i) => {
-    const checked = checkLimit(names(i), limit, lone);
+    const checked = checkLimit(names(i), limit, lone, fallback);
     if (seen.has(checked.name)) {
       throw new RateLimitConfigError(`${names(i)}.name`, `duplicate policy name ${JSON.stringify(checked.name)}`);
     }
@@ -207,4 +232,70 @@ export function sizeOf<Req>(limit: CheckedLimit<Req>, req: Req): MaybePromise<nu
   };
   const size = limit.limit(req);
   return isPromise(size) ? size.then(check) : check(size);
+}
+
+/** Redis unavailable: let requests through, refuse them (503), or limit them in process. */
+export type OnUnavailable = 'open' | 'closed' | 'local';
+
+/** `auto`: the module where a node has it, else the Lua library; `module`; or `script`. */
+export type Mode = 'auto' | 'module' | 'script';
+export const MODES: readonly Mode[] = ['auto', 'module', 'script'];
+
+/** Script mode: `auto` FCALL where a node allows Redis Functions, else EVALSHA; `fcall` Functions only; `evalsha` never Functions. */
+export type ScriptCall = 'auto' | 'fcall' | 'evalsha';
+const SCRIPT_CALLS: readonly ScriptCall[] = ['auto', 'fcall', 'evalsha'];
+
+const LIMITER_OPTIONS = ['redis', 'limits', 'key', 'ipv6Subnet', 'prefix', 'timeoutMs', 'onUnavailable', 'failOpen', 'instances', 'log', 'mode', 'scriptCall', 'denialCache', 'onDecision'];
+
+/** A limiter's options after checking, defaults filled in (the functions and the client are checked, and used as given). */
+export interface LimiterSettings<Req> {
+  limits: CheckedLimit<Req>[];
+  ipv6Subnet: number | false;
+  prefix: string;
+  timeoutMs: number;
+  onUnavailable: OnUnavailable;
+  instances: number;
+  mode: Mode;
+  scriptCall: ScriptCall;
+  denialCache: number;
+}
+
+/**
+ * Checks a limiter's options (LimiterOptions in limiter.ts); `base` holds
+ * the limits of the limiter it is made from with with(), checked already.
+ */
+export function checkLimiterOptions<Req>(options: object, base: CheckedLimit<Req>[]): LimiterSettings<Req> {
+  if (typeof options !== 'object' || options === null) throw new RateLimitConfigError('options', 'must be an object');
+  checkUnknown('', options, LIMITER_OPTIONS);
+  const o = options as Record<string, any>;
+  if (o.limits === undefined) throw new RateLimitConfigError('limits', 'required, e.g. { limit: 60, rate: 1 }');
+  if (o.failOpen !== undefined && typeof o.failOpen !== 'boolean') {
+    throw new RateLimitConfigError('failOpen', 'must be true or false');
+  }
+  checkOnUnavailable('onUnavailable', o.onUnavailable);
+  if (o.onUnavailable !== undefined && o.failOpen !== undefined) {
+    throw new RateLimitConfigError('failOpen', 'give onUnavailable or failOpen (its older form), not both');
+  }
+  const onUnavailable: OnUnavailable = o.onUnavailable ?? (o.failOpen === false ? 'closed' : 'open');
+  const limits = [...base, ...checkLimits<Req>('limits', o.limits, base.map((l) => l.name), onUnavailable)];
+  checkFunction('key', o.key);
+  checkFunction('log', o.log);
+  checkFunction('onDecision', o.onDecision);
+  const ipv6Subnet = o.ipv6Subnet ?? 56;
+  if (!isIpv6Subnet(ipv6Subnet)) throw new RateLimitConfigError('ipv6Subnet', 'must be an integer from 1 to 128, or false');
+  const prefix = o.prefix ?? 'ratelimit:';
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new RateLimitConfigError('prefix', 'must be a string without { or } (the key adds its own hash tag)');
+  }
+  const timeoutMs = o.timeoutMs ?? 1000;
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new RateLimitConfigError('timeoutMs', `must be a positive number of milliseconds (got ${String(timeoutMs)})`);
+  }
+  const mode = o.mode ?? 'auto';
+  if (!MODES.includes(mode)) throw new RateLimitConfigError('mode', `must be 'auto', 'module' or 'script' (got ${String(mode)})`);
+  const scriptCall = o.scriptCall ?? 'auto';
+  if (!SCRIPT_CALLS.includes(scriptCall)) throw new RateLimitConfigError('scriptCall', `must be 'auto', 'fcall' or 'evalsha' (got ${String(scriptCall)})`);
+  const denialCache = checkInteger('denialCache', o.denialCache ?? 10_000, 0);
+  const instances = checkInteger('instances', o.instances ?? 1, 1);
+  return { limits, ipv6Subnet, prefix, timeoutMs, onUnavailable, instances, mode, scriptCall, denialCache };
 }

@@ -59,3 +59,24 @@ export const CLUSTER: Record<string, (cluster: RedisCluster) => Promise<AppClien
     return { client, close: async () => client.disconnect() };
   },
 };
+
+/** The cluster clients again, signed in as an ACL user (password `secret`). */
+export const CLUSTER_AS: Record<string, (cluster: RedisCluster, user: string) => Promise<AppClient>> = {
+  'node-redis createCluster': async (cluster, user) => {
+    const client = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })), defaults: { username: user, password: 'secret' } });
+    client.on('error', () => {});
+    await client.connect();
+    return { client, close: async () => client.destroy() };
+  },
+  'node-redis v6 createCluster': async (cluster, user) => {
+    const client = createCluster6({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })), defaults: { username: user, password: 'secret' } });
+    client.on('error', () => {});
+    await client.connect();
+    return { client, close: async () => client.destroy() };
+  },
+  'ioredis Cluster': async (cluster, user) => {
+    const client = new Cluster(cluster.rootNodes, { redisOptions: { username: user, password: 'secret' } });
+    client.on('error', () => {});
+    return { client, close: async () => client.disconnect() };
+  },
+};

@@ -9,13 +9,14 @@ import { resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { createLimiter, type Limiter } from '../src/index.js';
-import { CLUSTER, type AppClient } from './clients.js';
+import { CLUSTER, CLUSTER_AS, type AppClient } from './clients.js';
 import { MODES } from './modes.js';
 import { RedisCluster } from './servers.js';
 
 type Req = { ip: string; user: string };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SHA1 = createHash('sha1').update(readFileSync(resolve(import.meta.dirname, '../../../../lua/ratelimit.lua'))).digest('hex');
+const LIBRARY = `ratelimit_${SHA1.slice(0, 12)}`;
 
 for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
   let cluster: RedisCluster;
@@ -133,23 +134,62 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
         assert.equal((await limiter.check({ ip: '10.7.7.7', user }))?.allowed, false);
       });
 
-      test(`mode auto takes the ${mode === 'module' ? 'module' : 'script'} on every node; script mode loads the script on each node (NOSCRIPT, then EVAL)`, async () => {
-        await Promise.all(cluster.nodes.map((node) => node.cli('script', 'flush')));
+      test(`mode auto takes the ${mode === 'module' ? 'module' : 'script'} on every node; script mode loads the library on each node (FCALL, then FUNCTION LOAD once), again after FUNCTION FLUSH; scriptCall 'evalsha' caches the script on each (NOSCRIPT, then EVAL)`, async () => {
+        await Promise.all(cluster.nodes.flatMap((node) => [node.cli('script', 'flush'), node.cli('function', 'flush')]));
         const auto = createLimiter<Req>({ redis: app.client, prefix: `rl:${run}:auto:`, key: (req) => `user:${req.user}`, limits: { name: 'n', limit: 2, rate: 0.001 } });
+        const evalsha = createLimiter<Req>({ redis: app.client, mode: 'script', scriptCall: 'evalsha', prefix: `rl:${run}:sha:`, key: (req) => `user:${req.user}`, limits: { name: 'n', limit: 2, rate: 0.001 } });
         try {
-          const owners = new Set<number>();
+          const owners = new Map<number, string>();
           for (let i = 0; owners.size < 3; i++) {
             const key = `rl:${run}:auto:{user:u${i}}:n`;
             assert.deepEqual((await auto.check({ ip: '10.8.8.8', user: `u${i}` }))?.limits.map((l) => l.remaining), [1]);
             assert.equal(await cluster.cli('type', key), mode === 'module' ? 'ratelimit' : 'string');
-            owners.add((await cluster.ownerOf(key)).port);
+            owners.set((await cluster.ownerOf(key)).port, `u${i}`);
+          }
+          const libraries = () => Promise.all(cluster.nodes.map((node) => node.cli('function', 'list', 'libraryname', LIBRARY)));
+          const loaded = mode === 'module' ? '' : LIBRARY;
+          assert.deepEqual((await libraries()).map((list) => list.split('\n')[1] ?? ''), [loaded, loaded, loaded]);
+          assert.deepEqual(await Promise.all(cluster.nodes.map((node) => node.cli('script', 'exists', SHA1))), ['0', '0', '0']);
+          if (mode === 'script') {
+            // One node loses its libraries: the next call there loads it again, and runs.
+            const [port, user] = [...owners][0];
+            const node = cluster.nodes.find((n) => n.port === port)!;
+            await node.cli('function', 'flush');
+            assert.deepEqual((await auto.check({ ip: '10.8.8.8', user }))?.limits.map((l) => l.remaining), [0]);
+            assert.deepEqual((await libraries()).map((list) => list.split('\n')[1]), [LIBRARY, LIBRARY, LIBRARY]);
+          }
+          for (let i = 0; (await Promise.all(cluster.nodes.map((node) => node.cli('script', 'exists', SHA1)))).includes('0'); i++) {
+            assert.ok(i < 100, 'the script cached on every node');
+            assert.deepEqual((await evalsha.check({ ip: '10.8.8.8', user: `s${i}` }))?.limits.map((l) => l.remaining), [1]);
           }
         } finally {
           auto.close();
+          evalsha.close();
         }
-        const cached = await Promise.all(cluster.nodes.map((node) => node.cli('script', 'exists', SHA1)));
-        assert.deepEqual(cached, mode === 'module' ? ['0', '0', '0'] : ['1', '1', '1']);
       });
+
+      if (!withModule) {
+        test('a user without +function on every node: EVALSHA on each, one log line, no failed request', async () => {
+          await Promise.all(cluster.nodes.flatMap((node) => [node.cli('function', 'flush'), node.cli('acl', 'setuser', 'nofunction', 'reset', 'on', '>secret', '~*', '&*', '+@all', '-function')]));
+          const user = await CLUSTER_AS[name](cluster, 'nofunction');
+          const lines: string[] = [];
+          const limited = createLimiter<Req>({ redis: user.client, mode, prefix: `rl:${run}:acl:`, key: (req) => `user:${req.user}`, limits: { name: 'n', limit: 2, rate: 0.001 }, log: (line) => lines.push(line) });
+          try {
+            const owners = new Set<number>();
+            for (let i = 0; owners.size < 3; i++) {
+              assert.ok(i < 100);
+              assert.deepEqual((await limited.check({ ip: '10.8.8.9', user: `a${i}` }))?.limits.map((l) => l.remaining), [1]);
+              owners.add((await cluster.ownerOf(`rl:${run}:acl:{user:a${i}}:n`)).port);
+            }
+            assert.equal(lines.length, 1);
+            assert.match(lines[0], /^rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: NOPERM /);
+            assert.deepEqual(await Promise.all(cluster.nodes.map((node) => node.cli('function', 'list'))), ['', '', '']);
+          } finally {
+            limited.close();
+            await user.close();
+          }
+        });
+      }
 
       if (withModule) {
         test('mode auto, a node restarted without the module, then with it: decided again for that node', async () => {
@@ -182,6 +222,46 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
           }
         });
       }
+
+      test('a per-slot call that timed out (its node busy for 1.5 s) never charges later: its late reply is undone, the other slot\'s units given back at once', async () => {
+        const lines: string[] = [];
+        const late = createLimiter<Req>({
+          redis: app.client,
+          mode,
+          prefix: `rl:${run}:late:`,
+          key: (req) => `user:${req.user}`,
+          limits: [
+            { name: 'burst', limit: 5, rate: 0.001 },
+            { name: 'slots', algorithm: 'concurrency', limit: 3, lease: 30, onUnavailable: 'open' },
+            { name: 'ip', limit: 5, rate: 0.001, key: (req) => `ip:${req.ip}` },
+          ],
+          timeoutMs: 500,
+          log: (line) => lines.push(line),
+        });
+        try {
+          const owner = await cluster.ownerOf(`rl:${run}:late:{user:ada}:burst`);
+          let ip = '';
+          for (let i = 1; ip === ''; i++) {
+            if ((await cluster.ownerOf(`rl:${run}:late:{ip:10.12.0.${i}}:ip`)).port !== owner.port) ip = `10.12.0.${i}`;
+          }
+          const remaining = (d: { limits: { remaining: number }[] } | null) => d?.limits.map((l) => l.remaining);
+          assert.deepEqual(remaining(await late.check({ ip, user: 'ada' })), [4, 2, 4]);
+          const { done } = await owner.busyFor(1500);
+          assert.equal(await late.check({ ip, user: 'ada' }), null); // every limit 'open'
+          assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 500 ms (letting the request through; Redis is tried again in a second)']);
+          await done;
+          await sleep(100);
+          let decision = null;
+          for (let i = 0; i < 50 && decision === null; i++) {
+            decision = await late.check({ ip, user: 'ada' });
+            if (decision === null) await sleep(100);
+          }
+          // The first check's units and lease, and this one's: nothing of the timed-out one on either node.
+          assert.deepEqual(remaining(decision), [3, 1, 3]);
+        } finally {
+          late.close();
+        }
+      });
 
       test('no answer in time: fail open, and the paused calls never charge later', async () => {
         const lines: string[] = [];

@@ -1,10 +1,12 @@
-// One concurrency scenario over real HTTP, run by the Express and the
-// Fastify tests on their own apps. Each app serves, behind a concurrency
-// limit "slots" (2 at once, lease 30 s, per client address):
+// Concurrency scenarios over real HTTP, run by the Express and the Fastify
+// tests on their own apps. concurrencyOverHttp: each app serves, behind a
+// concurrency limit "slots" (2 at once, lease 30 s, per client address):
 //   /slow   waits for the gate, then answers 200
 //   /fast   answers 200
 //   /boom   throws (the framework answers 500)
 //   /short  also behind "short" (1 at once, lease 0.5 s), checked with "slots" in one call
+// abortingClients: each app serves /busy behind BUSY (3 at once), a
+// handler of 100 ms that a Handlers counts while it runs.
 
 import assert from 'node:assert/strict';
 
@@ -16,6 +18,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export const SLOTS = { name: 'slots', algorithm: 'concurrency', limit: 2, lease: 30 } as const;
 export const SHORT = { name: 'short', algorithm: 'concurrency', limit: 1, lease: 0.5 } as const;
+// Closed while Redis cannot answer (a slow call on a loaded machine): in-process slots would come on top of Redis's.
+export const BUSY = { name: 'busy', algorithm: 'concurrency', limit: 3, lease: 30, onUnavailable: 'closed' } as const;
+
+/** Counts the handlers running at once, and the most there ever were. */
+export class Handlers {
+  running = 0;
+  most = 0;
+  ended = 0;
+
+  /** A handler of 100 ms: counted from its start until just before it answers. */
+  async work(): Promise<void> {
+    this.most = Math.max(this.most, ++this.running);
+    await sleep(100);
+    this.running--;
+    this.ended++;
+  }
+}
 
 /** Holds /slow's handlers until opened. */
 export class Gate {
@@ -56,9 +75,10 @@ export async function concurrencyOverHttp({ url, server, redis, mode, gate }: { 
   // Two slow requests hold both slots while their handlers wait: the third is refused.
   const slow = [fetch(`${url}/slow`), fetch(`${url}/slow`)];
   await gate.until(2);
+  // Slots free as requests end: Retry-After is the limit's retryAfter hint (1 s by default), never the 30 s lease.
   const denied = await fetch(`${url}/fast`);
-  assert.deepEqual(fields(denied), { status: 429, policy, limit: '"slots";r=0;t=30', retryAfter: '30' });
-  assert.deepEqual(await denied.json(), { error: 'rate_limit_exceeded', message: DEFAULT_MESSAGE, retry_after_seconds: 30 });
+  assert.deepEqual(fields(denied), { status: 429, policy, limit: '"slots";r=0;t=1', retryAfter: '1' });
+  assert.deepEqual(await denied.json(), { error: 'rate_limit_exceeded', message: DEFAULT_MESSAGE, retry_after_seconds: 1 });
   gate.open();
   const answered = await Promise.all(slow);
   assert.deepEqual(answered.map((res) => [res.status, res.headers.get('ratelimit-policy'), res.headers.get('ratelimit')]).sort(), [
@@ -77,15 +97,20 @@ export async function concurrencyOverHttp({ url, server, redis, mode, gate }: { 
   assert.deepEqual([boom.status, boom.headers.get('ratelimit')], [500, '"slots";r=1;t=30']);
   await released(server, key);
 
-  // A client that leaves while its handler waits: the slot back at the disconnect, not after the lease.
+  // A client that leaves while its handler waits: the slot stays held while the handler runs, back when it ends.
   const leaving = new AbortController();
   const gone = fetch(`${url}/slow`, { signal: leaving.signal }).catch((error: Error) => error.name);
   await gate.until(3);
-  assert.equal(await server.cli('exists', key), '1');
   leaving.abort();
   assert.equal(await gone, 'AbortError');
-  await released(server, key);
+  await sleep(200); // the disconnect has reached the server
+  for (let i = 0; i < 2; i++) {
+    const whileRunning = await fetch(`${url}/fast`);
+    assert.deepEqual(fields(whileRunning), { status: 200, policy, limit: '"slots";r=0;t=30', retryAfter: null });
+    await sleep(100); // /fast's slot back
+  }
   gate.open();
+  await released(server, key); // the handler ended: its slot back
 
   // A crashed holder: a lease taken by a limiter that is gone, never released, comes back when it runs out.
   const holder = createLimiter({ redis, mode, key: () => 'ip:127.0.0.1', limits: SHORT });
@@ -100,4 +125,35 @@ export async function concurrencyOverHttp({ url, server, redis, mode, gate }: { 
   assert.deepEqual(fields(back), { status: 200, policy: shortPolicy, limit: '"slots";r=1;t=30, "short";r=0;t=1', retryAfter: null });
   await released(server, key);
   await released(server, 'ratelimit:{ip:127.0.0.1}:short');
+}
+
+/**
+ * Ten clients that give up after 40 ms on /busy (a 100 ms handler behind
+ * BUSY, 3 at once) for 1.5 s: never more than 3 handlers run at once,
+ * whatever the clients do, and once the handlers have ended every slot is
+ * back (the last release deletes the key).
+ */
+export async function abortingClients({ url, server, handlers }: { url: string; server: RedisServer; handlers: Handlers }) {
+  const seen = { admitted: 0, denied: 0, aborted: 0 };
+  const until = performance.now() + 1500;
+  const client = async () => {
+    while (performance.now() < until) {
+      try {
+        const res = await fetch(`${url}/busy`, { signal: AbortSignal.timeout(40) });
+        await res.arrayBuffer();
+        seen[res.status === 429 ? 'denied' : 'admitted']++;
+      } catch {
+        seen.aborted++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 10 }, client));
+  // Once every handler has ended (a request the server still decides may start one more), every slot is back.
+  for (let i = 0; handlers.running > 0 || (await server.cli('exists', 'ratelimit:{ip:127.0.0.1}:busy')) !== '0'; i++) {
+    if (i > 300) assert.fail(`${handlers.running} handlers running, slots still held`);
+    await sleep(10);
+  }
+  // The limit was reached (the test could fail), and never passed.
+  assert.equal(handlers.most, 3, JSON.stringify({ ...seen, most: handlers.most }));
+  assert.ok(seen.aborted > 10 && handlers.ended > 10, JSON.stringify({ ...seen, ended: handlers.ended }));
 }

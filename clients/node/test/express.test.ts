@@ -12,7 +12,8 @@ import express4 from 'express4';
 import { createClient } from 'redis';
 
 import { byUser, rateLimit, type MiddlewareOptions } from '../src/index.js';
-import { concurrencyOverHttp, Gate, SHORT, SLOTS } from './concurrency.js';
+import { abortingClients, BUSY, concurrencyOverHttp, Gate, Handlers, SHORT, SLOTS } from './concurrency.js';
+import { headerStylesOverHttp, STYLE_LIMITS } from './header-styles.js';
 import { MODES } from './modes.js';
 import { fields } from './responses.js';
 import { RedisServer } from './servers.js';
@@ -68,7 +69,7 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
       await new Promise((r) => http.once('listening', r));
       const { port } = http.address() as AddressInfo;
       try {
-        await body((path, headers) => fetch(`http://127.0.0.1:${port}${path}`, { headers }), `http://127.0.0.1:${port}`);
+        await body((path, headers) => fetch(`http://127.0.0.1:${port}${path}`, headers ? { headers } : {}), `http://127.0.0.1:${port}`);
       } finally {
         http.close();
       }
@@ -408,6 +409,37 @@ for (const { mode, withModule } of MODES) for (const [version, express] of [['Ex
           });
         },
         (_get, url) => concurrencyOverHttp({ url, server, redis, mode, gate }),
+      );
+    });
+
+    test('headers: draft-10 (the default, or true), draft-6, legacy, false: each one\'s exact fields, Retry-After on every 429', async () => {
+      await headerStylesOverHttp(async (headers) => {
+        const app: any = express();
+        const middleware = rateLimit({ redis, mode, limits: STYLE_LIMITS, ...(headers === undefined ? {} : { headers }) });
+        app.use(middleware);
+        app.get('/', (_req: any, res: any) => res.json({ ok: true }));
+        const http = app.listen(0);
+        await new Promise((r) => http.once('listening', r));
+        return {
+          url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+          close: async () => {
+            middleware.limiter.close();
+            await new Promise((r) => http.close(r));
+          },
+        };
+      }, () => server.cli('flushall'));
+    });
+
+    test('concurrency: clients that abort at 40 ms never free a slot while its 100 ms handler runs (never above the limit of 3)', async () => {
+      const handlers = new Handlers();
+      await withApp(
+        (app, limit) => {
+          app.get('/busy', limit({ limits: BUSY }), async (_req: any, res: any) => {
+            await handlers.work();
+            res.json({ ok: true });
+          });
+        },
+        (_get, url) => abortingClients({ url, server, handlers }),
       );
     });
 

@@ -10,7 +10,8 @@ import Fastify4 from 'fastify4';
 import { Redis } from 'ioredis';
 
 import { fastifyRateLimit, type MiddlewareOptions } from '../src/index.js';
-import { concurrencyOverHttp, Gate, SHORT, SLOTS } from './concurrency.js';
+import { abortingClients, BUSY, concurrencyOverHttp, Gate, Handlers, SHORT, SLOTS } from './concurrency.js';
+import { headerStylesOverHttp, STYLE_LIMITS } from './header-styles.js';
 import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
 
@@ -132,6 +133,32 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
       const url = await app.listen({ port: 0, host: '127.0.0.1' });
       try {
         await concurrencyOverHttp({ url, server, redis, mode, gate });
+      } finally {
+        await app.close();
+      }
+    });
+
+    test('headers: draft-10 (the default, or true), draft-6, legacy, false: each one\'s exact fields, Retry-After on every 429', async () => {
+      await headerStylesOverHttp(async (headers) => {
+        const app: any = Fastify();
+        await app.register(fastifyRateLimit, { redis, mode, limits: STYLE_LIMITS, ...(headers === undefined ? {} : { headers }) });
+        app.get('/', async () => ({ ok: true }));
+        const url = await app.listen({ port: 0, host: '127.0.0.1' });
+        return { url, close: () => app.close() };
+      }, () => server.cli('flushall'));
+    });
+
+    test('concurrency: clients that abort at 40 ms never free a slot while its 100 ms handler runs (never above the limit of 3)', async () => {
+      const handlers = new Handlers();
+      const app: any = Fastify();
+      await app.register(fastifyRateLimit, { redis, mode, limits: BUSY });
+      app.get('/busy', async () => {
+        await handlers.work();
+        return { ok: true };
+      });
+      const url = await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        await abortingClients({ url, server, handlers });
       } finally {
         await app.close();
       }

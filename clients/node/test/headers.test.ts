@@ -6,6 +6,7 @@ import { test } from 'node:test';
 
 import { parseList } from 'structured-headers';
 
+import { mergedHeaders } from '../src/headers.js';
 import { deniedBody, rateLimitHeaders, type Decision, type LimitDecision } from '../src/index.js';
 
 function limit(fields: Partial<LimitDecision> & Pick<LimitDecision, 'name' | 'algorithm' | 'limit' | 'param'>): LimitDecision {
@@ -107,4 +108,48 @@ test('names with quotes and backslashes are escaped; both fields parse back as S
     ['say "hi"\\now', { r: 4, t: 3 }],
     ['up', { r: 40 }],
   ]);
+});
+
+test('draft-6 and legacy: the limit closest to denial, its t as the reset (0 without one), Retry-After as in draft-10', () => {
+  const a = limit({ name: 'a', algorithm: 'tokenbucket', limit: 10, param: 1, remaining: 5, resetAfterMs: 5000 });
+  const b = limit({ name: 'b', algorithm: 'fixedwindow', limit: 4, param: 60, remaining: 2, resetAfterMs: 12_345 });
+  const c = limit({ name: 'c', algorithm: 'slidingwindow', limit: 9, param: 60, remaining: 2, resetAfterMs: 30_000 });
+  // Admitted: the fewest remaining, the first on a tie.
+  assert.deepEqual(rateLimitHeaders(decision([a, b, c]), 'draft-6'), { 'RateLimit-Limit': '4', 'RateLimit-Remaining': '2', 'RateLimit-Reset': '13' });
+  const now = 1_764_806_400_250; // the client's clock: rounded up to 1764806401
+  assert.deepEqual(rateLimitHeaders(decision([a, b, c]), 'legacy', now), { 'X-RateLimit-Limit': '4', 'X-RateLimit-Remaining': '2', 'X-RateLimit-Reset': String(1_764_806_401 + 13) });
+  // Denied: the denying limit with the longest wait; its reset is Retry-After.
+  const shortWait = limit({ name: 'short', algorithm: 'tokenbucket', limit: 10, param: 1, remaining: 0, allowed: false, retryAfterMs: 800, resetAfterMs: 9800 });
+  const longWait = limit({ name: 'long', algorithm: 'fixedwindow', limit: 1000, param: 86400, remaining: 0, allowed: false, retryAfterMs: 5_400_000, resetAfterMs: 5_400_000 });
+  const denied = decision([a, shortWait, longWait], 5_400_000);
+  assert.deepEqual(rateLimitHeaders(denied, 'draft-6'), { 'RateLimit-Limit': '1000', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '5400', 'Retry-After': '5400' });
+  assert.deepEqual(rateLimitHeaders(denied, 'legacy', now), { 'X-RateLimit-Limit': '1000', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(1_764_806_401 + 5400), 'Retry-After': '5400' });
+  assert.deepEqual(rateLimitHeaders(denied, false), { 'Retry-After': '5400' });
+  // The spec's example: a token bucket of 60 at 1/s, emptied.
+  const emptied = limit({ name: 'default', algorithm: 'tokenbucket', limit: 60, param: 1, remaining: 0, allowed: false, retryAfterMs: 1000, resetAfterMs: 60_000 });
+  assert.deepEqual(rateLimitHeaders(decision([emptied], 1000), 'draft-10'), { 'RateLimit-Policy': '"default";q=60;w=60', RateLimit: '"default";r=0;t=1', 'Retry-After': '1' });
+  assert.deepEqual(rateLimitHeaders(decision([emptied], 1000), 'draft-6'), { 'RateLimit-Limit': '60', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '1', 'Retry-After': '1' });
+  assert.deepEqual(rateLimitHeaders(decision([emptied], 1000), 'legacy', 1_764_806_400_000), { 'X-RateLimit-Limit': '60', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': '1764806401', 'Retry-After': '1' });
+  // Never admissible: no Retry-After, and the limit has no t (reset 0).
+  const never = limit({ name: 'tokens', algorithm: 'tokenbucket', limit: 1000, param: 10, remaining: 1000, allowed: false, retryAfterMs: -1, cost: 5000 });
+  assert.deepEqual(rateLimitHeaders(decision([never], -1), 'draft-6'), { 'RateLimit-Limit': '1000', 'RateLimit-Remaining': '1000', 'RateLimit-Reset': '0' });
+  // A fresh limit has no t either.
+  const fresh = limit({ name: 'fresh', algorithm: 'tokenbucket', limit: 3, param: 1, remaining: 3, resetAfterMs: 0, cost: 0 });
+  assert.deepEqual(rateLimitHeaders(decision([fresh]), 'legacy', now), { 'X-RateLimit-Limit': '3', 'X-RateLimit-Remaining': '3', 'X-RateLimit-Reset': '1764806401' });
+});
+
+test('two limiters made separately on one request: the draft\'s lists joined, the longer Retry-After, the single-limit fields of the limit closer to denial', () => {
+  const from = (fields: Record<string, string>) => (name: string) => fields[name];
+  const first = { 'RateLimit-Policy': '"a";q=5;w=5', RateLimit: '"a";r=4;t=1' };
+  assert.deepEqual(mergedHeaders({ 'RateLimit-Policy': '"b";q=9;w=9', RateLimit: '"b";r=8;t=1' }, from(first)), {
+    'RateLimit-Policy': '"a";q=5;w=5, "b";q=9;w=9',
+    RateLimit: '"a";r=4;t=1, "b";r=8;t=1',
+  });
+  const nothing = { 'RateLimit-Policy': '"b";q=9;w=9' };
+  assert.equal(mergedHeaders(nothing, from({})), nothing);
+  const earlier = { 'RateLimit-Limit': '5', 'RateLimit-Remaining': '1', 'RateLimit-Reset': '7' };
+  assert.deepEqual(mergedHeaders({ 'RateLimit-Limit': '9', 'RateLimit-Remaining': '8', 'RateLimit-Reset': '1' }, from(earlier)), earlier);
+  assert.deepEqual(mergedHeaders({ 'RateLimit-Limit': '9', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '3' }, from(earlier)), { 'RateLimit-Limit': '9', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '3' });
+  const denial = { 'X-RateLimit-Limit': '9', 'X-RateLimit-Remaining': '4', 'X-RateLimit-Reset': '1764806500', 'Retry-After': '30' };
+  assert.deepEqual(mergedHeaders(denial, from({ 'X-RateLimit-Limit': '5', 'X-RateLimit-Remaining': '1', 'X-RateLimit-Reset': '1764806407', 'Retry-After': '60' })), { ...denial, 'Retry-After': '60' });
 });

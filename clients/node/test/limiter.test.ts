@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
-import { createLimiter, RateLimiterUnavailable, type LimiterOptions } from '../src/index.js';
+import { createLimiter, RateLimiterUnavailable, type Decision, type LimiterOptions } from '../src/index.js';
 import { SINGLE, type AppClient } from './clients.js';
 import { MODES } from './modes.js';
 import { RedisServer } from './servers.js';
@@ -155,10 +155,10 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.deepEqual(unchanged?.limits.map((l) => l.remaining), [57, 200]);
     });
 
-    /** Calls Redis ran since the last CONFIG RESETSTAT: RL.MULTI, or the script (less a NOSCRIPT answered before EVAL). */
+    /** Calls Redis ran since the last CONFIG RESETSTAT: RL.MULTI, or the library's (less a "function not found" before FUNCTION LOAD, a NOSCRIPT before EVAL). */
     async function redisCalls(): Promise<number> {
       const stats = await server.cli('info', 'commandstats');
-      return [...stats.matchAll(/^cmdstat_(?:rl\.multi|evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/gim)].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
+      return [...stats.matchAll(/^cmdstat_(?:rl\.multi|fcall|evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/gim)].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
     }
 
     test('denials answered in process: a flood of denied checks is one Redis call, Retry-After counting down', async () => {
@@ -212,10 +212,10 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.equal(await redisCalls(), 13);
     });
 
-    /** RL.RELEASE calls (in script mode, script calls) since the last CONFIG RESETSTAT. */
+    /** RL.RELEASE calls (in script mode, the library's calls) since the last CONFIG RESETSTAT. */
     async function releaseCalls(): Promise<number> {
       const stats = await server.cli('info', 'commandstats');
-      const command = mode === 'module' ? 'rl\\.release' : 'evalsha|eval';
+      const command = mode === 'module' ? 'rl\\.release' : 'fcall|evalsha|eval';
       return [...stats.matchAll(new RegExp(`^cmdstat_(?:${command}):calls=(\\d+),.*failed_calls=(\\d+)`, 'gim'))].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
     }
 
@@ -229,10 +229,16 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       const second = await check.check({ ip: '10.0.4.1' });
       assert.deepEqual(second?.limits.map((l) => [l.allowed, l.remaining, l.leaseId]), [[true, 0, 2], [true, 98, undefined]]);
       // All or nothing: the third takes no slot, and no request either.
+      // Slots free as requests end, not when the 30 s leases run out: the retry time is the limit's retryAfter hint, 1 s by default.
       const denied = await check.check({ ip: '10.0.4.1' });
       assert.equal(denied?.allowed, false);
-      assert.ok(denied!.retryAfterMs > 29_000 && denied!.retryAfterMs <= 30_000, String(denied?.retryAfterMs));
-      assert.deepEqual(denied?.limits.map((l) => [l.allowed, l.remaining, l.leaseId]), [[false, 0, 0], [true, 98, undefined]]);
+      assert.deepEqual([denied?.retryAfterMs, denied?.neverAllowed], [1000, false]);
+      assert.deepEqual(denied?.limits.map((l) => [l.allowed, l.remaining, l.retryAfterMs, l.leaseId]), [[false, 0, 1000, 0], [true, 98, 0, undefined]]);
+      const hinted = limiter({ limits: [{ name: 'slots', algorithm: 'concurrency', limit: 2, lease: 30, retryAfter: 0.25 }, { name: 'requests', limit: 100, rate: 0.001 }] });
+      assert.deepEqual((await hinted.check({ ip: '10.0.4.1' }))?.limits.map((l) => [l.allowed, l.retryAfterMs]), [[false, 250], [true, 0]]);
+      // Another limit's longer wait still rules the decision's; a cost above the limit is never (-1), as it was.
+      const never = limiter({ limits: { name: 'slots', algorithm: 'concurrency', limit: 2, lease: 30, cost: 3 } });
+      assert.deepEqual(await never.check({ ip: '10.0.4.1' }).then((d) => [d?.retryAfterMs, d?.limits[0].retryAfterMs]), [-1, -1]);
       // refund() gives back the other limits' cost only; a concurrency limit is refused by name.
       await first!.refund();
       await assert.rejects(first!.refund({ slots: 1 }), {
@@ -344,6 +350,60 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       await sleep(1200); // Redis is tried again a second after the failure (a timer may fire a little early)
       assert.equal((await check.check({ ip: '10.0.0.7' }))?.limits[0].remaining, 8);
     });
+
+    // Closing the connection does not drop a command Redis has read: a busy or stopped Redis still runs it.
+    const stalls: [string, () => Promise<() => Promise<void>>][] = [
+      ['a script from another client keeps Redis busy for 1.5 s', async () => {
+        const { done } = await server.busyFor(1500);
+        return async () => void (await done);
+      }],
+      ['the server is stopped (SIGSTOP) for 1.5 s', async () => {
+        server.pause();
+        return async () => {
+          await sleep(1500);
+          server.resume();
+        };
+      }],
+    ];
+    for (const [stall, begin] of stalls) {
+      test(`a check that timed out never charges later: ${stall}; its late reply is undone at once (window, bucket, lease)`, async () => {
+        await server.waitForWindowWith(3600);
+        const lines: string[] = [];
+        const check = limiter({
+          key: () => 'late',
+          timeoutMs: 500,
+          log: (line) => lines.push(line),
+          limits: [
+            { name: 'window', algorithm: 'fixedwindow', limit: 10, window: 3600 },
+            { name: 'bucket', limit: 10, rate: 0.001 },
+            { name: 'slots', algorithm: 'concurrency', limit: 3, lease: 30 },
+          ],
+        });
+        const remaining = (d: Decision | null) => d?.limits.map((l) => [l.name, l.remaining]);
+        assert.deepEqual(remaining(await check.check({ ip: '10.0.5.1' })), [['window', 9], ['bucket', 9], ['slots', 2]]);
+        const end = await begin();
+        const started = performance.now();
+        // No answer in 500 ms: the open limits pass, the concurrency limit is held in process (its default, 'local').
+        const timedOut = await check.check({ ip: '10.0.5.1' });
+        assert.ok(performance.now() - started < 1200);
+        assert.deepEqual(remaining(timedOut), [['slots', 2]]);
+        assert.deepEqual(lines, ['rate limiter unavailable: no answer from Redis within 500 ms (limiting in process; Redis is tried again in a second)']);
+        await timedOut!.release();
+        await end();
+        await server.cli('ping'); // Redis answers again: the late RL.MULTI has run, and its undo was sent at once
+        await sleep(100);
+        const state = await server.cli('keys', 'ratelimit:{late}:*');
+        assert.deepEqual(state.split('\n').sort(), ['ratelimit:{late}:bucket', 'ratelimit:{late}:slots', 'ratelimit:{late}:window']);
+        // As if the timed-out check had never run: the first check's unit and lease only.
+        let decision: Decision | null = null;
+        for (let i = 0; i < 40 && decision?.limits.length !== 3; i++) {
+          if (i > 0) await sleep(100); // Redis is tried again a second after the failure
+          decision = await check.check({ ip: '10.0.5.1' });
+        }
+        assert.deepEqual(remaining(decision), [['window', 8], ['bucket', 8], ['slots', 1]]);
+        assert.equal(lines.length, 1);
+      });
+    }
 
     test('Redis stopped: a refused connection fails at once, Redis is tried at most once a second, limiting resumes within a second of its return', async () => {
       const lines: string[] = [];

@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { Redis } from 'ioredis';
 
-import { LocalLimiter, micros, WRONGTYPE, type LocalAlgorithm, type LocalSpec } from '../src/local.js';
+import { LocalLimiter, micros, share, WRONGTYPE, type LocalAlgorithm, type LocalSpec } from '../src/local.js';
 import { RedisServer } from './servers.js';
 
 const MAX = 9007199254740991;
@@ -46,6 +46,22 @@ function generator(seed: number) {
   const below = (n: number) => Math.floor(next() * n);
   return { below, pick: <T>(items: readonly T[]): T => items[below(items.length)] };
 }
+
+/**
+ * What one of `instances` processes is given of a limit, worked out here on
+ * its own: the size divided, rounded down, at least 1; a bucket's rate
+ * divided, rounded down to six decimals, at least 0.000001.
+ */
+function divided(spec: LocalSpec, instances: number): LocalSpec {
+  const size = Number(BigInt(spec.size) / BigInt(instances)) || 1;
+  if (!['tokenbucket', 'leakybucket'].includes(spec.algorithm)) return { ...spec, size };
+  const [whole, fraction = ''] = spec.param.split('.');
+  const millionths = BigInt(whole + fraction.padEnd(6, '0')) / BigInt(instances) || 1n;
+  return { ...spec, size, param: String(Number(millionths) / 1e6) };
+}
+
+/** Each seed's number of processes sharing the limits (1: the whole limit). */
+const INSTANCES = [1, 2, 3, 4, 5, 7, 1, 2];
 
 /** A time in microseconds as the module reads it: seconds with six decimals. */
 function seconds(us: bigint): string {
@@ -83,7 +99,8 @@ describe('the local limiter replies as the module does', () => {
 
   // Seed 0 starts at the epoch, seed 1 just before the largest time, the others now.
   for (let seed = 0; seed < 8; seed++) {
-    test(`random calls, seed ${seed}: every algorithm and concurrency, several limits at once, looks, releases, renewals, time forward, repeated and back`, async () => {
+    const instances = INSTANCES[seed];
+    test(`random calls, seed ${seed}: every algorithm and concurrency, several limits at once, looks, releases, renewals, time forward, repeated and back; each limit a share of ${instances}`, async () => {
       const random = generator(seed);
       await redis.flushall();
       const local = new LocalLimiter();
@@ -119,12 +136,15 @@ describe('the local limiter replies as the module does', () => {
         if (chosen.length === 0) chosen.push(random.pick([...keys.keys()]));
         const specs: LocalSpec[] = chosen.map((key) => {
           const [algorithm, size, param] = keys.get(key)!;
-          const n = Math.min(MAX, random.pick([0, 1, 1, 2, random.below(Math.min(size, 12) + 1), size, size + 1, size > 1e6 ? random.below(size) : 1]));
+          const part = Number(BigInt(size) / BigInt(instances)) || 1; // the size this process gets: n around it
+          const n = Math.min(MAX, random.pick([0, 1, 1, 2, random.below(Math.min(part, 12) + 1), part, part + 1, part > 1e6 ? random.below(part) : 1]));
           return { algorithm, size, param, n };
         });
-        const args = ['RL.MULTI', chosen.length, ...chosen, seconds(callAt), ...specs.flatMap((s) => [s.algorithm.toUpperCase(), s.size, s.param, s.n])];
+        // The module gets the divided limits as this test works them out; the local limiter, its own share() of each.
+        const shares = specs.map((spec) => divided(spec, instances));
+        const args = ['RL.MULTI', chosen.length, ...chosen, seconds(callAt), ...shares.flatMap((s) => [s.algorithm.toUpperCase(), s.size, s.param, s.n])];
         const expected = (await inRedis(args, chosen)) as (number | number[])[];
-        assert.deepEqual(local.multi(chosen, callAt, specs), expected, `seed ${seed} step ${step}: ${args.join(' ')}`);
+        assert.deepEqual(local.multi(chosen, callAt, specs.map((spec) => share(spec, instances))), expected, `seed ${seed} step ${step}: ${args.join(' ')}`);
         if (expected[0] === 1) seen.allowed++;
         else if (expected[1] === -1) seen.never++;
         else seen.denied++;
@@ -157,6 +177,27 @@ describe('the local limiter replies as the module does', () => {
     // The fixed window kept its count: 3 left after one more.
     assert.deepEqual(local.multi(take, now, specs), await inRedis(args(specs), take));
     assert.deepEqual((local.multi(['{k}:a'], now, [{ ...specs[0], n: 0 }])[2] as number[]).slice(0, 2), [1, 3]);
+  });
+});
+
+describe('one process\'s share of a limit (onUnavailable \'local\' with instances)', () => {
+  test('size divided and rounded down, at least 1; a bucket\'s rate divided, rounded down to six decimals, at least 0.000001; windows and leases kept', () => {
+    const cases: [LocalSpec, number, number, string][] = [
+      [{ algorithm: 'tokenbucket', size: 40, param: '20', n: 1 }, 4, 10, '5'],
+      [{ algorithm: 'tokenbucket', size: 100, param: '100', n: 1 }, 2, 50, '50'],
+      [{ algorithm: 'tokenbucket', size: 5, param: '0.5', n: 1 }, 3, 1, '0.166666'],
+      [{ algorithm: 'leakybucket', size: 3, param: '0.001', n: 1 }, 4, 1, '0.00025'],
+      [{ algorithm: 'tokenbucket', size: 1, param: '0.000001', n: 1 }, 4, 1, '0.000001'],
+      [{ algorithm: 'tokenbucket', size: MAX, param: '1000000', n: 1 }, 7, 1286742750677284, '142857.142857'],
+      [{ algorithm: 'leakybucket', size: 7, param: '1.5', n: 1 }, 1, 7, '1.5'],
+      [{ algorithm: 'fixedwindow', size: 10, param: '60', n: 1 }, 4, 2, '60'],
+      [{ algorithm: 'slidingwindow', size: 9, param: '0.25', n: 1 }, 2, 4, '0.25'],
+      [{ algorithm: 'slidinglog', size: 3, param: '7.5', n: 1 }, 4, 1, '7.5'],
+      [{ algorithm: 'concurrency', size: 5, param: '2.5', n: 1 }, 2, 2, '2.5'],
+    ];
+    for (const [spec, instances, size, param] of cases) {
+      assert.deepEqual(share(spec, instances), { ...spec, size, param }, `${spec.algorithm} ${spec.size} ${spec.param} / ${instances}`);
+    }
   });
 });
 

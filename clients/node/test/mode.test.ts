@@ -1,8 +1,11 @@
 // The `mode` option against real servers: auto takes the module where the
-// server has it and the Lua script where not, and decides again after a
+// server has it and the Lua library where not, and decides again after a
 // reconnect; module mode without the module, a user whose ACL forbids
-// EVAL, a key in the other mode's layout: clear errors, nothing changed;
-// script mode after SCRIPT FLUSH (NOSCRIPT, then EVAL).
+// what a mode needs, a key in the other mode's layout: clear errors,
+// nothing changed. Script mode through FCALL (the library loaded once,
+// again after FUNCTION FLUSH, two versions side by side) or EVALSHA (after
+// SCRIPT FLUSH: NOSCRIPT, then EVAL), and the fall back from one to the
+// other where Functions are refused, with one log line and no failed request.
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -14,12 +17,16 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 
 import { createLimiter, type Limiter, type LimiterOptions } from '../src/index.js';
+import { ModeSwitch } from '../src/mode.js';
 import { RATELIMIT_LUA } from '../src/ratelimit-lua.js';
+import { clientKind } from '../src/redis.js';
+import { scriptLibrary } from '../src/script.js';
 import { SINGLE, type AppClient } from './clients.js';
 import { RedisServer } from './servers.js';
 
 const LUA = readFileSync(resolve(import.meta.dirname, '../../../../lua/ratelimit.lua'), 'utf8');
 const SHA1 = createHash('sha1').update(LUA).digest('hex');
+const LIBRARY = `ratelimit_${SHA1.slice(0, 12)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Req = { ip: string };
 // The limit below has no name: its key ends in what it is.
@@ -38,6 +45,23 @@ function limiter(redis: unknown, options: Partial<LimiterOptions<Req>> = {}): Li
 }
 
 /** Checks until Redis answers again (after a restart). */
+/** Each command's calls, rejected calls (an ACL, an unknown command) and failed calls since the last CONFIG RESETSTAT. */
+async function commandStats(server: RedisServer): Promise<Record<string, { calls: number; rejected: number; failed: number }>> {
+  const stats: Record<string, { calls: number; rejected: number; failed: number }> = {};
+  for (const [, name, fields] of (await server.cli('info', 'commandstats')).matchAll(/^cmdstat_(\S+):(.*)$/gm)) {
+    const field = (key: string) => Number(new RegExp(`${key}=(\\d+)`).exec(fields)?.[1] ?? 0);
+    stats[name] = { calls: field('calls'), rejected: field('rejected_calls'), failed: field('failed_calls') };
+  }
+  return stats;
+}
+
+/** How often each script command was tried (run, refused or failed): fcall, function|load, evalsha, eval. */
+async function scriptTries(server: RedisServer): Promise<Record<string, number>> {
+  const stats = await commandStats(server);
+  const tries = (name: string) => (stats[name] ? stats[name].calls + stats[name].rejected : 0);
+  return { fcall: tries('fcall'), load: tries('function|load'), evalsha: tries('evalsha'), eval: tries('eval') };
+}
+
 async function checkWhenBack(limiter: Limiter<Req>, req: Req) {
   for (let i = 0; i < 100; i++) {
     const decision = await limiter.check(req);
@@ -92,8 +116,11 @@ describe('one server with the module, one without', () => {
   beforeEach(async () => {
     await withModule.cli('flushall');
     await without.cli('flushall');
-    await withModule.cli('script', 'flush');
-    await without.cli('script', 'flush');
+    for (const server of [withModule, without]) {
+      await server.cli('script', 'flush');
+      await server.cli('function', 'flush');
+      await server.cli('config', 'resetstat');
+    }
   });
 
   async function client(name: keyof typeof SINGLE, server: RedisServer) {
@@ -128,8 +155,26 @@ describe('one server with the module, one without', () => {
       assert.equal(await without.cli('dbsize'), '0');
     });
 
-    test(`${name}: NOSCRIPT after SCRIPT FLUSH: EVAL runs the call and caches the script again`, async () => {
-      const check = limiter(await client(name, without), { mode: 'script', limits: { limit: 5, rate: 0.001, cost: 2 } });
+    test(`${name}: FCALL where the server has Functions: the library loaded once, no EVALSHA; after FUNCTION FLUSH loaded again, once`, async () => {
+      const lines: string[] = [];
+      const check = limiter(await client(name, without), { mode: 'script', limits: { limit: 5, rate: 0.001, cost: 2 }, log: (line) => lines.push(line) });
+      assert.equal((await check.check({ ip: '10.0.0.1' }))?.limits[0].remaining, 3);
+      // The first FCALL found no function: FUNCTION LOAD, then FCALL again.
+      assert.deepEqual(await scriptTries(without), { fcall: 2, load: 1, evalsha: 0, eval: 0 });
+      assert.equal(await without.cli('function', 'list', 'libraryname', LIBRARY), `library_name\n${LIBRARY}\nengine\nLUA\nfunctions\nname\n${LIBRARY}\ndescription\n\nflags`);
+      const decision = await check.check({ ip: '10.0.0.1' });
+      assert.equal(decision?.limits[0].remaining, 1);
+      assert.deepEqual(await scriptTries(without), { fcall: 3, load: 1, evalsha: 0, eval: 0 });
+      await without.cli('function', 'flush');
+      await decision!.refund(); // RL.REFUND through FCALL, the library loaded again
+      assert.deepEqual(await scriptTries(without), { fcall: 5, load: 2, evalsha: 0, eval: 0 });
+      assert.equal((await check.check({ ip: '10.0.0.1' }))?.limits[0].remaining, 1);
+      assert.deepEqual(await scriptTries(without), { fcall: 6, load: 2, evalsha: 0, eval: 0 });
+      assert.deepEqual(lines, []);
+    });
+
+    test(`${name}: scriptCall 'evalsha': NOSCRIPT after SCRIPT FLUSH, EVAL runs the call and caches the script again; never FCALL`, async () => {
+      const check = limiter(await client(name, without), { mode: 'script', scriptCall: 'evalsha', limits: { limit: 5, rate: 0.001, cost: 2 } });
       assert.equal(await without.cli('script', 'exists', SHA1), '0');
       assert.equal((await check.check({ ip: '10.0.0.1' }))?.limits[0].remaining, 3);
       assert.equal(await without.cli('script', 'exists', SHA1), '1');
@@ -140,6 +185,54 @@ describe('one server with the module, one without', () => {
       await without.cli('script', 'flush');
       await decision!.refund(); // RL.REFUND through EVAL too
       assert.equal((await check.check({ ip: '10.0.0.1', }))?.limits[0].remaining, 1);
+      assert.deepEqual(await scriptTries(without), { fcall: 0, load: 0, evalsha: 4, eval: 3 });
+    });
+
+    test(`${name}: a server without Functions (FCALL unknown, as on Redis 6.2; FUNCTION unknown): EVALSHA, one log line, no failed request`, async () => {
+      for (const renamed of ['FCALL', 'FUNCTION']) {
+        const old = await RedisServer.start(['--rename-command', renamed, ''], false);
+        const app = await SINGLE[name](old);
+        try {
+          const lines: string[] = [];
+          const check = limiter(app.client, { mode: 'script', log: (line) => lines.push(line) });
+          for (const remaining of [4, 3, 2]) assert.equal((await check.check({ ip: '10.0.0.1' }))?.limits[0].remaining, remaining);
+          assert.equal(lines.length, 1);
+          assert.match(lines[0], /^rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: ERR unknown command '(fcall|function)'/i);
+          // Decided for the node: EVALSHA from then on (EVAL once, to cache it).
+          const tries = await scriptTries(old);
+          assert.deepEqual([tries.evalsha, tries.eval], [3, 1]);
+          const refused = await limiter(app.client, { mode: 'script', scriptCall: 'fcall' }).check({ ip: '10.0.0.1' }).catch((error: Error) => error);
+          assert.ok(refused instanceof Error && refused.name === 'RateLimitModeError', String(refused));
+          assert.match(refused.message, /^scriptCall 'fcall': this node refuses Redis Functions \(ERR unknown command '(fcall|function)'.*\): allow them \(ACL SETUSER <user> \+fcall \+function\|load\), or set scriptCall 'auto' to fall back to EVALSHA$/is);
+        } finally {
+          await app.close();
+          await old.stop();
+        }
+      }
+    });
+
+    test(`${name}: a rolling deploy: two versions of the library side by side, each called as its own, neither replaced`, async () => {
+      const next = scriptLibrary(`${RATELIMIT_LUA}-- the next version\n`);
+      assert.notEqual(next.name, LIBRARY);
+      const redis = await client(name, without);
+      const connections = [clientKind(redis).open(), clientKind(redis).open()];
+      const [current, upgraded] = [new ModeSwitch('script', 'auto', () => {}), new ModeSwitch('script', 'auto', () => {}, next)];
+      try {
+        await Promise.all(connections.map((c) => c.ready));
+        const call = ['RL.TOKENBUCKET', KEY, '5', '0.001', '*', '1'];
+        const remaining = async (modes: ModeSwitch, connection: (typeof connections)[number]) => ((await modes.send(connection, KEY, call)) as number[])[1];
+        // Interleaved, as two versions of an app during a deploy: one state, each through its own library.
+        assert.deepEqual([await remaining(current, connections[0]), await remaining(upgraded, connections[1]), await remaining(current, connections[0]), await remaining(upgraded, connections[1])], [4, 3, 2, 1]);
+        const libraries = (await without.cli('function', 'list', 'withcode')).split('\n');
+        assert.deepEqual(libraries.filter((line) => line.startsWith('ratelimit_')).sort(), [LIBRARY, next.name].sort().flatMap((n) => [n, n]).sort());
+        const codes = libraries.filter((line) => line.startsWith('#!lua'));
+        assert.deepEqual(codes.sort(), [`#!lua name=${LIBRARY}`, `#!lua name=${next.name}`].sort());
+        // The other version's function still answers: one more would pass, leaving none.
+        assert.deepEqual((await without.cli('fcall', next.name, '1', KEY, 'RL.PEEK', 'TOKENBUCKET', '5', '0.001', '*', '1')).split('\n').slice(0, 3), ['1', '0', '5']);
+        assert.deepEqual(await scriptTries(without), { fcall: 7, load: 2, evalsha: 0, eval: 0 });
+      } finally {
+        for (const connection of connections) connection.close();
+      }
     });
 
     test(`${name}: a key in the other mode's layout is refused with an error naming both modes, and left as it was`, async () => {
@@ -170,11 +263,15 @@ describe('one server with the module, one without', () => {
 
   describe('a user whose ACL forbids what a mode needs', () => {
     const EVAL_FORBIDDEN =
-      "NOPERM this Redis user's ACL forbids EVALSHA/EVAL, which script mode needs (it runs lua/ratelimit.lua where the " +
-      'redis-ratelimit module is not loaded): allow them (ACL SETUSER <user> +evalsha +eval), or load the module';
+      "NOPERM this Redis user's ACL forbids EVALSHA/EVAL, which script mode needs where it cannot call the library as a Redis " +
+      'Function (it runs lua/ratelimit.lua where the redis-ratelimit module is not loaded): allow them (ACL SETUSER <user> ' +
+      '+evalsha +eval), or FCALL and FUNCTION LOAD (+fcall +function|load), or load the module';
     const USERS = {
+      noscript: '+@all -eval -evalsha -fcall -function',
       noeval: '+@all -eval -evalsha',
-      shaonly: '+@all -eval',
+      nofunction: '+@all -function',
+      nofcall: '+@all -fcall',
+      shaonly: '+@all -eval -fcall -function',
       nocommand: '+@all -command',
     };
     const CLIENTS = {
@@ -200,15 +297,41 @@ describe('one server with the module, one without', () => {
     });
 
     for (const [name, connect] of Object.entries(CLIENTS)) {
-      test(`${name}: without EVAL and EVALSHA, script mode says the ACL forbids them, in auto and script mode`, async () => {
-        const redis = await connect(without, 'noeval');
+      test(`${name}: without Functions, EVAL and EVALSHA, script mode says the ACL forbids them, in auto and script mode`, async () => {
+        const redis = await connect(without, 'noscript');
         for (const mode of ['auto', 'script'] as const) {
           await assert.rejects(limiter(redis, { mode }).check({ ip: '10.0.0.1' }), { name: 'RateLimitModeError', message: EVAL_FORBIDDEN });
         }
         assert.equal(await without.cli('dbsize'), '0');
         // Where the module is loaded, auto needs no script.
-        const module = limiter(await connect(withModule, 'noeval'));
+        const module = limiter(await connect(withModule, 'noscript'));
         assert.equal((await module.check({ ip: '10.0.0.1' }))?.limits[0].remaining, 4);
+        // Without EVAL and EVALSHA but with Functions: FCALL.
+        assert.equal((await limiter(await connect(without, 'noeval')).check({ ip: '10.0.0.2' }))?.limits[0].remaining, 4);
+      });
+
+      test(`${name}: without +function (FUNCTION LOAD) or +fcall: EVALSHA, one log line, no failed request; FCALL once the library is loaded for the user`, async () => {
+        for (const user of ['nofunction', 'nofcall']) {
+          for (const flush of ['function', 'script']) await without.cli(flush, 'flush');
+          await without.cli('config', 'resetstat');
+          const lines: string[] = [];
+          const redis = await connect(without, user);
+          const check = limiter(redis, { mode: 'script', prefix: `${user}:`, log: (line) => lines.push(line) });
+          for (const remaining of [4, 3, 2]) assert.equal((await check.check({ ip: '10.0.0.1' }))?.limits[0].remaining, remaining);
+          assert.equal(lines.length, 1, user);
+          assert.match(lines[0], /^rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: NOPERM .*'(function\|load|fcall)'/);
+          const tries = await scriptTries(without);
+          assert.deepEqual(tries, { fcall: user === 'nofcall' ? 1 : 1, load: user === 'nofunction' ? 1 : 0, evalsha: 3, eval: 1 }, user);
+          await assert.rejects(limiter(redis, { mode: 'script', scriptCall: 'fcall', prefix: `${user}:` }).check({ ip: '10.0.0.1' }), (error: Error) =>
+            error.name === 'RateLimitModeError' && error.message.startsWith("scriptCall 'fcall': this node refuses Redis Functions (NOPERM "));
+        }
+        // An administrator loads the library: a user who may call but not load it gets FCALL.
+        await without.cli('function', 'load', `#!lua name=${LIBRARY}\nlocal RATELIMIT_FUNCTION = '${LIBRARY}'\n${LUA}`);
+        await without.cli('config', 'resetstat');
+        const lines: string[] = [];
+        const check = limiter(await connect(without, 'nofunction'), { mode: 'script', prefix: 'loaded:', log: (line) => lines.push(line) });
+        assert.equal((await check.check({ ip: '10.0.0.1' }))?.limits[0].remaining, 4);
+        assert.deepEqual([await scriptTries(without), lines], [{ fcall: 1, load: 0, evalsha: 0, eval: 0 }, []]);
       });
 
       test(`${name}: EVALSHA without EVAL works while the script is cached, and says what is missing when it is not`, async () => {

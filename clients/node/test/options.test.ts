@@ -60,6 +60,32 @@ test('a concurrency limit: a lease in seconds, no rate or window; a lease on ano
   assert.deepEqual([slots.algorithm, slots.param, slots.cost, slots.quotaUnit], ['concurrency', 30, 1, 'concurrent-requests']);
 });
 
+test('per limit: onUnavailable (the limiter\'s by default, local for a concurrency limit) and a concurrency limit\'s retryAfter hint', () => {
+  refuses({ limit: 10, rate: 1, onUnavailable: 'pass' }, "limits.onUnavailable: must be 'open', 'closed' or 'local' (got pass)");
+  refuses([{ name: 'a', limit: 10, rate: 1 }, { name: 'b', limit: 10, rate: 1, onUnavailable: true }], "limits[1].onUnavailable: must be 'open', 'closed' or 'local' (got true)");
+  refuses({ limit: 10, rate: 1, retryAfter: 1 }, 'limits.retryAfter: only a concurrency limit takes a retryAfter hint (tokenbucket has its own retry time)');
+  refuses({ algorithm: 'slidinglog', limit: 10, window: 60, retryAfter: 1 }, 'limits.retryAfter: only a concurrency limit takes a retryAfter hint (slidinglog has its own retry time)');
+  refuses({ algorithm: 'concurrency', limit: 10, lease: 30, retryAfter: 0 }, 'limits.retryAfter: must be a number from 0.001 to 1000000000000 (got 0)');
+  refuses({ algorithm: 'concurrency', limit: 10, lease: 30, retryAfter: '1' }, 'limits.retryAfter: must be a number from 0.001 to 1000000000000 (got 1)');
+  const slots = { name: 'slots', algorithm: 'concurrency', limit: 10, lease: 30 } as const;
+  const bucket = { name: 'bucket', limit: 10, rate: 1 };
+  const resolved = (options: object, limits: Limit[]) =>
+    createLimiter({ redis, limits, ...options }).limits.map((l) => [l.name, l.onUnavailable, l.retryAfterMs]);
+  assert.deepEqual(resolved({}, [bucket, slots]), [['bucket', 'open', undefined], ['slots', 'local', 1000]]);
+  assert.deepEqual(resolved({ failOpen: false }, [bucket, slots]), [['bucket', 'closed', undefined], ['slots', 'local', 1000]]);
+  assert.deepEqual(resolved({ onUnavailable: 'local' }, [{ ...bucket, onUnavailable: 'open' }, { ...slots, onUnavailable: 'closed', retryAfter: 0.0015 }]), [
+    ['bucket', 'open', undefined],
+    ['slots', 'closed', 2],
+  ]);
+  // A route's limits stacked with with() take the limiter's policy too.
+  const app = createLimiter({ redis, limits: bucket, onUnavailable: 'closed' });
+  assert.deepEqual(app.with([slots, { name: 'route', limit: 1, rate: 1 }]).limits.map((l) => [l.name, l.onUnavailable]), [
+    ['bucket', 'closed'],
+    ['slots', 'local'],
+    ['route', 'closed'],
+  ]);
+});
+
 test('policy names: printable ASCII, unique, required when there are several', () => {
   refuses({ limit: 10, rate: 1, name: 'café' }, 'limits.name: must be printable ASCII, no control characters (got "café")');
   refuses({ limit: 10, rate: 1, name: 'a\nb' }, 'limits.name: must be printable ASCII, no control characters (got "a\\nb")');
@@ -97,6 +123,8 @@ test('limiter options', () => {
     [{ redis, limits, denialCache: -1 }, 'denialCache: must be an integer from 0 to 9007199254740991 (got -1)'],
     [{ redis, limits, mode: 'lua' }, "mode: must be 'auto', 'module' or 'script' (got lua)"],
     [{ redis, limits, mode: 'Module' }, "mode: must be 'auto', 'module' or 'script' (got Module)"],
+    [{ redis, limits, scriptCall: 'eval' }, "scriptCall: must be 'auto', 'fcall' or 'evalsha' (got eval)"],
+    [{ redis, limits, scriptCall: 'FCALL' }, "scriptCall: must be 'auto', 'fcall' or 'evalsha' (got FCALL)"],
     [{ redis, limits, ipv6Subnet: 129 }, 'ipv6Subnet: must be an integer from 1 to 128, or false'],
     [{ redis, limits, key: 'ip' }, 'key: must be a function (got string)'],
   ];
@@ -128,7 +156,9 @@ test('middleware options', () => {
     [{ redis, limits, message: 42 }, 'message: must be a string'],
     [{ redis, limits, skipFailedRequests: 'yes' }, 'skipFailedRequests: must be true or false'],
     [{ redis, limits, throttle: 1 }, 'throttle: must be true or false'],
-    [{ redis, limits, headers: 'draft' }, 'headers: must be true or false'],
+    [{ redis, limits, headers: 'draft' }, "headers: must be true, 'draft-10', 'draft-6', 'legacy' or false (got draft)"],
+    [{ redis, limits, headers: 'draft-7' }, "headers: must be true, 'draft-10', 'draft-6', 'legacy' or false (got draft-7)"],
+    [{ redis, limits, headers: 'Legacy' }, "headers: must be true, 'draft-10', 'draft-6', 'legacy' or false (got Legacy)"],
     [{ redis, limits, legacyHeaders: true }, 'legacyHeaders: unknown option'],
   ];
   for (const [options, message] of cases) {

@@ -109,7 +109,7 @@ for (const [mode, { type, ...options }] of Object.entries(PROJECTS)) {
     mkdirSync(dir);
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ type }));
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { strict: true, ...options, target: 'ES2022', types: [], noEmit: false, outDir: 'out' },
+      compilerOptions: { strict: true, exactOptionalPropertyTypes: true, ...options, target: 'ES2022', types: [], noEmit: false, outDir: 'out' },
       include: ['main.ts'],
     }));
     writeFileSync(join(dir, 'main.ts'), `import { createLimiter, rateLimit, fastifyRateLimit, type Decision } from 'redis-ratelimit-client';

@@ -8,7 +8,7 @@
 // does; the headers block is sample output.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -37,6 +37,9 @@ const FASTIFY_TYPES = block("declare module 'fastify'");
 const CHECK = block('callModel');
 const SLOTS = block("algorithm: 'concurrency'");
 const SCRIPT = block("mode: 'script'");
+
+// The root README's quickstart, the one TypeScript block there.
+const rootBlocks = [...readFileSync(join(packageDir, '..', '..', 'README.md'), 'utf8').matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
 
 /** What the README leaves to the reader: types for the compiler, values for the runs. */
 const STAND_INS: Record<string, { type: string }> = {
@@ -89,9 +92,10 @@ before(() => {
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
 });
 
-test('the README has these six TypeScript blocks, and strict TypeScript compiles each as written', () => {
+test('the README has these six TypeScript blocks (the repository\'s README one), and strict TypeScript compiles each as written, exactOptionalPropertyTypes on', () => {
   assert.equal(blocks.length, 6);
-  const files = blocks.map((code, i) => {
+  assert.equal(rootBlocks.length, 1);
+  const files = [...blocks, ...rootBlocks].map((code, i) => {
     const file = join(dir, `block-${i}.ts`);
     // The Fastify request's type declaration goes with the Fastify app that reads it.
     const text = code === FASTIFY ? `${code}\n${FASTIFY_TYPES}` : code;
@@ -100,7 +104,7 @@ test('the README has these six TypeScript blocks, and strict TypeScript compiles
   });
   writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
     compilerOptions: {
-      strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2022', 'DOM'], types: ['node'], noEmit: true,
+      strict: true, exactOptionalPropertyTypes: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2022', 'DOM'], types: ['node'], noEmit: true,
       skipLibCheck: true, typeRoots: [join(packageDir, 'node_modules', '@types')],
       paths: { 'redis-ratelimit-client': [join(packageDir, 'src', 'index.ts')] },
     },
@@ -110,6 +114,96 @@ test('the README has these six TypeScript blocks, and strict TypeScript compiles
     execFileSync(process.execPath, [join(packageDir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8', stdio: 'pipe' });
   } catch (error) {
     assert.fail((error as { stdout: string }).stdout);
+  }
+});
+
+/**
+ * The blocks that make a Redis client, each run as an app of its own in a
+ * child process (its imports hoisted, the package from this build; `stands`
+ * is code for the names it leaves to the reader; the root quickstart's
+ * address and port swapped for the test's), listening on a free port.
+ */
+const APPS: { name: string; code: () => string; stands: string; path: string; listen: string }[] = [
+  {
+    name: 'clients/node/README.md, Express',
+    code: () => EXPRESS,
+    stands: 'const authenticate = (_req, _res, next) => next(); const search = (_req, res) => res.json({});',
+    path: '/things',
+    listen: "const server = app.listen(0, '127.0.0.1', () => console.log(`PORT ${server.address().port}`));",
+  },
+  {
+    name: 'clients/node/README.md, Fastify',
+    code: () => FASTIFY,
+    stands: 'const search = async () => ({}); const health = async () => ({});',
+    path: '/search',
+    listen: "await app.listen({ port: 0, host: '127.0.0.1' }); console.log(`PORT ${app.server.address().port}`);",
+  },
+  {
+    name: 'README.md (the repository\'s), Express',
+    code: () => {
+      assert.equal(rootBlocks.length, 1);
+      const [quickstart] = rootBlocks;
+      assert.ok(quickstart.includes("'redis://127.0.0.1:6379'") && /^app\.listen\(3000\);$/m.test(quickstart));
+      return quickstart.replace("'redis://127.0.0.1:6379'", 'process.env.REDIS_URL').replace(/^app\.listen\(3000\);$/m, '');
+    },
+    stands: 'const authenticate = (_req, _res, next) => next();',
+    path: '/',
+    listen: "const server = app.listen(0, '127.0.0.1', () => console.log(`PORT ${server.address().port}`));",
+  },
+];
+
+/** Starts a block's app; resolves with its URL once it listens. */
+async function startApp(app: (typeof APPS)[number], redisUrl: string): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
+  const lines = app.code().split('\n');
+  const here = JSON.stringify(pathToFileURL(join(packageDir, 'build', 'src', 'index.js')).href);
+  const imports = lines.filter((l) => l.startsWith('import ')).map((l) => l.replace("'redis-ratelimit-client'", here));
+  const body = lines.filter((l) => !l.startsWith('import ')).join('\n');
+  const source = `${imports.join('\n')}\n${app.stands}\n${body}\n${app.listen}\n`;
+  const file = join(dir, `app-${counter++}.mjs`);
+  writeFileSync(file, ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText);
+  const child = spawn(process.execPath, [file], { env: { ...process.env, REDIS_URL: redisUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (data) => (stderr += data));
+  const url = await new Promise<string>((resolve, reject) => {
+    let stdout = '';
+    child.stdout!.on('data', (data) => {
+      stdout += data;
+      const port = /PORT (\d+)/.exec(stdout)?.[1];
+      if (port) resolve(`http://127.0.0.1:${port}`);
+    });
+    child.once('exit', (code) => reject(new Error(`${app.name} exited (${code}): ${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr };
+}
+
+describe('README blocks that make a Redis client handle its errors: the app runs on with Redis stopped', () => {
+  let server: RedisServer;
+  before(async () => {
+    server = await RedisServer.start();
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  for (const app of APPS) {
+    test(app.name, async () => {
+      const { child, url, stderr } = await startApp(app, server.url);
+      try {
+        assert.equal((await fetch(`${url}${app.path}`)).status, 200);
+        await server.kill();
+        // The client's reconnects fail for 2 s (each an 'error' event): requests still pass (failing open), the process lives.
+        for (let i = 0; i < 4; i++) {
+          await sleep(500);
+          const res = await fetch(`${url}${app.path}`);
+          assert.deepEqual([res.status, res.headers.get('ratelimit')], [200, null]);
+        }
+        assert.equal(child.exitCode, null, stderr());
+        assert.doesNotMatch(stderr(), /Unhandled|ERR_UNHANDLED_ERROR/);
+      } finally {
+        child.kill();
+        await server.run();
+      }
+    });
   }
 });
 

@@ -31,15 +31,20 @@ async function freePort(): Promise<number> {
   }
 }
 
-function answersPing(port: number): Promise<boolean> {
+/** Whether the server answers a PING (within `withinMs`, when given). */
+function answersPing(port: number, withinMs?: number): Promise<boolean> {
   return new Promise((done) => {
     const socket = connect(port, '127.0.0.1');
-    socket.once('error', () => done(false));
-    socket.once('connect', () => socket.write('PING\r\n'));
-    socket.once('data', (data) => {
+    const answer = (answered: boolean) => {
       socket.destroy();
-      done(data.toString().startsWith('+PONG'));
+      done(answered);
+    };
+    socket.once('error', () => answer(false));
+    socket.once('connect', () => {
+      socket.write('PING\r\n');
+      if (withinMs !== undefined) setTimeout(() => answer(false), withinMs);
     });
+    socket.once('data', (data) => answer(data.toString().startsWith('+PONG')));
   });
 }
 
@@ -92,6 +97,32 @@ export class RedisServer {
     const [seconds, micros] = (await this.cli('time')).split('\n').map(Number);
     const left = windowS - ((seconds % windowS) + micros / 1e6);
     if (left < neededS) await new Promise((r) => setTimeout(r, left * 1000 + 10));
+  }
+
+  /** Stops the process where it is (SIGSTOP): connections stay open, nothing is read or answered until resume(). */
+  pause() {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume() {
+    this.child?.kill('SIGCONT');
+  }
+
+  /**
+   * A script from another client that keeps Redis busy for `ms` (under
+   * the busy-reply threshold of 5 s, so other clients' commands wait
+   * rather than get BUSY); resolves once it has started.
+   */
+  async busyFor(ms: number): Promise<{ done: Promise<string> }> {
+    const script = "local t = redis.call('TIME') local from = t[1] * 1e6 + t[2] " +
+      "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - from >= tonumber(ARGV[1]) * 1000 return 'done'";
+    const done = this.cli('eval', script, '0', String(ms));
+    // Started once a PING gets no answer in 200 ms (redis-cli itself may take a while to start on a loaded machine).
+    for (const until = performance.now() + 10_000; performance.now() < until; await sleep(10)) {
+      if (!(await answersPing(this.port, 200))) return { done };
+    }
+    await done; // never leave it running into the next test
+    throw new Error('the busy script did not start');
   }
 
   async kill(): Promise<void> {

@@ -4,7 +4,9 @@ redis-server with the module, loaded over keep-alive HTTP/1.1 by this
 process. The cases take turns in every round (interleaved); each case's
 median over the rounds is reported, as ratios: requests/s, and the uvicorn
 process's own CPU time per request (from /proc), which other jobs on a
-shared machine disturb far less than the wall clock. Both paths: admitted
+shared machine disturb far less than the wall clock; and the latency of
+every request of all rounds, its median and 99th percentile (the time
+from sending a request to reading its whole answer). Both paths: admitted
 (a limit never reached) and denied (a limit reached by the first request).
 
     python bench/http_bench.py [--rounds 9] [--seconds 2] [--connections 8] [--readme README.md]"""
@@ -60,33 +62,40 @@ def _answers(port: int) -> bool:
         return False
 
 
-async def _client(port: int, until: float, statuses: dict[int, int]) -> None:
+async def _client(port: int, until: float, statuses: dict[int, int], latencies: list[float]) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        while time.monotonic() < until:
+        while (sent := time.monotonic()) < until:
             writer.write(REQUEST)
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
             length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
             await reader.readexactly(length)
+            latencies.append(time.monotonic() - sent)
             statuses[status] = statuses.get(status, 0) + 1
     finally:
         writer.close()
 
 
-def load(port: int, pid: int, seconds: float, connections: int) -> tuple[float, float, dict[int, int]]:
-    """Requests/s and the server's CPU microseconds per request."""
+def load(port: int, pid: int, seconds: float, connections: int, latencies: list[float]) -> tuple[float, float, dict[int, int]]:
+    """Requests/s and the server's CPU microseconds per request; each
+    request's latency added to `latencies`."""
     statuses: dict[int, int] = {}
 
     async def run() -> None:
         until = time.monotonic() + seconds
-        await asyncio.gather(*(_client(port, until, statuses) for _ in range(connections)))
+        await asyncio.gather(*(_client(port, until, statuses, latencies) for _ in range(connections)))
 
     cpu, wall = cpu_seconds(pid), time.monotonic()
     asyncio.run(run())
     cpu, wall = cpu_seconds(pid) - cpu, time.monotonic() - wall
     done = sum(statuses.values())
     return done / wall, cpu / done * 1e6, statuses
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 def main() -> None:
@@ -104,11 +113,12 @@ def main() -> None:
                 servers[app, path] = serve(app, path, redis_server.port)
         rates: dict[tuple[str, str], list[float]] = {case: [] for case in servers}
         cpus: dict[tuple[str, str], list[float]] = {case: [] for case in servers}
+        latencies: dict[tuple[str, str], list[float]] = {case: [] for case in servers}
         for (app, path), (process, port) in servers.items():  # warm up; the denied paths deny from here on
-            load(port, process.pid, 0.3, options.connections)
+            load(port, process.pid, 0.3, options.connections, [])
         for _ in range(options.rounds):
             for (app, path), (process, port) in servers.items():
-                rate, cpu, statuses = load(port, process.pid, options.seconds, options.connections)
+                rate, cpu, statuses = load(port, process.pid, options.seconds, options.connections, latencies[app, path])
                 expected = 200 if path == "admitted" or app == "none" else 429
                 if set(statuses) != {expected}:
                     raise SystemExit(f"{app} {path}: answers {statuses}, expected only {expected}")
@@ -123,11 +133,12 @@ def main() -> None:
     lines = [f"FastAPI {fastapi.__version__}, uvicorn {uvicorn.__version__}, redis-py {redis.__version__}, slowapi {getattr(slowapi, '__version__', '0.1.10')}, "
              f"Python {platform.python_version()}; medians of {options.rounds} interleaved rounds of {options.seconds:g} s, {options.connections} connections"]
     for path in PATHS:
-        lines += ["", f"{path} path                 requests/s  x none  app CPU us/req  x none"]
+        lines += ["", f"{path} path                 requests/s  x none  p50 ms  p99 ms  app CPU us/req  x none"]
         base_rate, base_cpu = statistics.median(rates["none", path]), statistics.median(cpus["none", path])
         for app in APPS:
             rate, cpu = statistics.median(rates[app, path]), statistics.median(cpus[app, path])
-            lines.append(f"{NAMES[app]:<26}{rate:>11.0f}{rate / base_rate:>8.2f}{cpu:>15.0f}{cpu / base_cpu:>8.2f}")
+            p50, p99 = (percentile(latencies[app, path], p) * 1000 for p in (50, 99))
+            lines.append(f"{NAMES[app]:<26}{rate:>11.0f}{rate / base_rate:>8.2f}{p50:>8.1f}{p99:>8.1f}{cpu:>15.0f}{cpu / base_cpu:>8.2f}")
     table = "\n".join(lines)
     print(table)
     if options.readme:

@@ -6,6 +6,7 @@ databases and its own clients."""
 
 from __future__ import annotations
 
+import gc
 from typing import Iterator
 
 import pytest
@@ -14,6 +15,14 @@ import redis.cluster
 
 from modes import MODES
 from servers import Cluster, Server
+
+
+@pytest.fixture(autouse=True)
+def collected() -> Iterator[None]:
+    """Garbage collected after each test, so a connection a test left open
+    warns (ResourceWarning, an error under -W error) in that test."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(params=MODES)

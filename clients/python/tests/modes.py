@@ -36,10 +36,28 @@ def script_stats(client: Any) -> tuple[int, int, int]:
     return int(evalsha.get("calls", 0)), int(evalsha.get("failed_calls", 0)), int(eval_.get("calls", 0))
 
 
+def function_stats(client: Any) -> tuple[int, int, int]:
+    """FCALL calls, of which failed (`Function not found`, in these tests), and FUNCTION LOAD calls."""
+    stats = client.info("commandstats")
+    fcall, load = stats.get("cmdstat_fcall", {}), stats.get("cmdstat_function|load", {})
+    return int(fcall.get("calls", 0)), int(fcall.get("failed_calls", 0)), int(load.get("calls", 0))
+
+
 def calls(client: Any, mode: str) -> int:
     """Limiter calls the server ran: RL.MULTI's counter (module), the
-    EVALSHA and EVAL that ran the script (script; a NOSCRIPT did not)."""
+    FCALL, EVALSHA and EVAL that ran the library (script; a `Function not
+    found` or a NOSCRIPT did not)."""
     if mode == "module":
         return int(client.info("ratelimit")["ratelimit_multi"]["calls"])
     evalsha, noscript, eval_ = script_stats(client)
-    return evalsha - noscript + eval_
+    fcall, missing, _ = function_stats(client)
+    return evalsha - noscript + eval_ + fcall - missing
+
+
+def libraries(client: Any) -> dict[str, list[str]]:
+    """FUNCTION LIST: each library's name, and its functions' names (RESP2's flat lists, read)."""
+    out = {}
+    for entry in client.function_list():
+        library = dict(zip(entry[0::2], entry[1::2]))
+        out[library["library_name"]] = [dict(zip(f[0::2], f[1::2]))["name"] for f in library["functions"]]
+    return out

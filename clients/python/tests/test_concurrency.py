@@ -16,8 +16,8 @@ import redis
 import redis.asyncio
 import redis.cluster
 
-from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Limit, RateLimiter, RateLimiterUnavailable, concurrency, denied_body, rate_limit_headers
-from modes import calls, peek_remaining, script_stats
+from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Decision, Limit, RateLimiter, RateLimiterUnavailable, concurrency, denied_body, rate_limit_headers
+from modes import calls, function_stats, peek_remaining
 from servers import Server
 
 R = redis.Redis(port=1)  # never connected: options are checked before any call
@@ -55,10 +55,10 @@ def test_the_shorthand_and_the_unnamed_key() -> None:
 
 
 def release_calls(r: redis.Redis, mode: str) -> int:
-    """RL.RELEASE calls the server ran (script mode: every EVALSHA)."""
+    """RL.RELEASE calls the server ran (script mode: every FCALL)."""
     if mode == "module":
         return int(r.info("ratelimit")["ratelimit_release"]["calls"])
-    return script_stats(r)[0]
+    return function_stats(r)[0]
 
 
 def slots_free(r: Any, mode: str, key: str = "ratelimit:{k}:slots") -> int:
@@ -78,7 +78,8 @@ def test_a_lease_is_taken_then_released_once(r: redis.Redis, mode: str) -> None:
     assert denied is not None and not denied.allowed and denied.leases == ()
     slots = denied.limits[0]
     assert (slots.allowed, slots.remaining, slots.lease_id) == (False, 0, 0)
-    assert 29000 < denied.retry_after_ms == slots.retry_after_ms <= slots.reset_after_ms <= 30000  # the first lease's end, the last's
+    # Its wait: the limit's retry_after hint (1 s), not the first lease's end (about 30 s); its reset: the last lease's end.
+    assert (denied.retry_after_ms, slots.retry_after_ms) == (1000, 1000) and 29000 < slots.reset_after_ms <= 30000
     before = calls(r, mode)
     assert limiter.check() is not None and calls(r, mode) == before + 1  # asked Redis: never answered in process
 
@@ -112,8 +113,8 @@ def test_headers_and_body_of_a_concurrency_limit(r: redis.Redis) -> None:
     assert rate_limit_headers(taken) == {"RateLimit-Policy": '"default";q=1;qu="concurrent-requests"', "RateLimit": '"default";r=0;t=3'}
     denied = limiter.check()
     assert denied is not None and not denied.allowed
-    assert rate_limit_headers(denied) == {"RateLimit-Policy": '"default";q=1;qu="concurrent-requests"', "RateLimit": '"default";r=0;t=3', "Retry-After": "3"}
-    assert denied_body(denied)["retry_after_seconds"] == 3
+    assert rate_limit_headers(denied) == {"RateLimit-Policy": '"default";q=1;qu="concurrent-requests"', "RateLimit": '"default";r=0;t=1', "Retry-After": "1"}
+    assert denied_body(denied)["retry_after_seconds"] == 1
     never = RateLimiter(r, Limit("concurrency", 1, lease=2.5, cost=2), key=lambda request: "k2").check()
     assert never is not None and never.never_allowed and never.limits[0].lease_id == 0
 
@@ -141,13 +142,13 @@ def test_a_holder_that_never_releases_frees_its_slot_when_the_lease_runs_out(r: 
 
 def test_renew_keeps_a_lease_held_past_its_first_end(own_server: Server, mode: str) -> None:
     r = redis.Redis(port=own_server.port, decode_responses=True)
-    limiter = RateLimiter(r, [Limit("concurrency", 1, lease=1, name="slots"), BURST], key=lambda request: "k", timeout=0.5)
+    limiter = RateLimiter(r, [Limit("concurrency", 1, lease=3, name="slots"), BURST], key=lambda request: "k", timeout=0.5)
     held = limiter.check()
     assert held is not None and [x.lease_id for x in held.limits] == [1, None]
-    time.sleep(0.6)
+    time.sleep(1.5)
     assert limiter.renew(held) is True
-    assert 800 < r.pttl("ratelimit:{k}:slots") <= 1000  # 1 s from the renewal: more than the 0.4 s left of the first
-    time.sleep(0.6)  # past the first end, before the renewed one
+    assert 2000 < r.pttl("ratelimit:{k}:slots") <= 3000  # 3 s from the renewal: more than the 1.5 s left of the first
+    time.sleep(1.8)  # past the first end, before the renewed one
     denied = limiter.check()
     assert denied is not None and [(x.allowed, x.remaining) for x in denied.limits] == [(False, 0), (True, 4)]
     assert limiter.renew(denied) is False  # a denial holds no lease
@@ -234,3 +235,48 @@ def test_a_cluster_gives_back_a_lease_when_another_slot_denies(rc: redis.cluster
     limiter.release(denied)  # nothing left to release
     limiter.release(first)
     assert slots_free(rc, mode, "ratelimit:{user:a}:slots") == 2
+
+
+def test_a_concurrency_denial_waits_the_hint_or_the_modules_figure_when_shorter(r: redis.Redis, mode: str) -> None:
+    """Slots free as requests end, not when leases run out: a denial's wait
+    is the limit's retry_after (default 1 s), or the module's figure when
+    that is shorter; never (-1) stays never. The decision waits its denying
+    limits' longest."""
+
+    def denial(limit: Limit, *more: Limit, key: str = "k") -> Decision:
+        limiter = RateLimiter(r, [limit, *more], key=lambda request: key)
+        while (decision := limiter.check()) is not None and decision.allowed:
+            pass
+        assert decision is not None
+        return decision
+
+    hinted = denial(Limit("concurrency", 1, lease=30, retry_after=5, name="slots"))
+    assert (hinted.retry_after_ms, hinted.limits[0].retry_after_ms) == (5000, 5000)
+    assert rate_limit_headers(hinted)["Retry-After"] == "5"
+    shorter = denial(Limit("concurrency", 1, lease=0.5, retry_after=5, name="slots"), key="k2")
+    assert 0 < shorter.retry_after_ms == shorter.limits[0].retry_after_ms <= 500  # the lease runs out sooner than the hint
+    never = RateLimiter(r, Limit("concurrency", 1, lease=30, cost=2), key=lambda request: "k3").check()
+    assert never is not None and (never.retry_after_ms, never.limits[0].retry_after_ms) == (-1, -1)
+    # Slots held and a bucket emptied for 1000 s: the decision waits the longest of its denying limits.
+    RateLimiter(r, Limit("concurrency", 1, lease=30, name="slots"), key=lambda request: "k4").check()
+    both = RateLimiter(r, [Limit("concurrency", 1, lease=30, name="slots"), Limit("tokenbucket", 1, rate=0.001, name="b", cost=2)], key=lambda request: "k4").check()
+    assert both is not None and both.retry_after_ms == -1  # the bucket can never admit 2
+    empty = RateLimiter(r, Limit("tokenbucket", 1, rate=0.001, name="b"), key=lambda request: "k4")
+    assert empty.check() is not None
+    both = RateLimiter(r, [Limit("concurrency", 1, lease=30, name="slots"), Limit("tokenbucket", 1, rate=0.001, name="b")], key=lambda request: "k4").check()
+    assert both is not None and [x.retry_after_ms for x in both.limits][0] == 1000 and 999_000 < both.retry_after_ms == both.limits[1].retry_after_ms
+
+
+@pytest.mark.parametrize(
+    "limit, message",
+    [
+        (Limit("tokenbucket", 10, rate=1, retry_after=1), "limits.retry_after: not an option of tokenbucket (a concurrency limit's hint)"),
+        (Limit("concurrency", 10, lease=30, retry_after=0), "limits.retry_after: must be a number of seconds from 0.001 to 1e12 (got 0)"),
+        (Limit("concurrency", 10, lease=30, retry_after="1"), "limits.retry_after: must be a number of seconds from 0.001 to 1e12 (got '1')"),  # type: ignore[arg-type]
+        (Limit("concurrency", 10, lease=30, on_unavailable="shut"), "limits.on_unavailable: must be one of open, closed, local (got 'shut')"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_retry_after_and_on_unavailable_raise_naming_the_option(limit: Limit, message: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        RateLimiter(R, limit)
+    assert str(raised.value) == message

@@ -4,11 +4,13 @@ WSGI server over real HTTP."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Iterator
 
 import django
 import redis
 from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.test.utils import override_settings
@@ -18,7 +20,8 @@ from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.django import rate_limit
 from servers import Server
 from modes import run
-from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, serve_wsgi
+from web import ABORT_SLOTS, HEADER_CHOICES, HEADERS_LIMIT, SLOTS, WORK, Running, check_aborting_clients, check_concurrency_scenario, check_headers_scenario
+from web import check_scenario, check_streamed_slot, get, serve_asgi, serve_wsgi, wait_for
 
 settings.configure(
     DEBUG=False,
@@ -128,3 +131,37 @@ def test_django_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> 
     with serve_wsgi(bare) as port:  # the decorator alone, its view raising
         assert [get(port, "/boom-decorated", "203.0.113.16")[0] for _ in range(3)] == [500, 500, 500]
         assert int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.16}:slots", "CONCURRENCY", "2", "30", "*", "0")[1]) == 2
+
+
+def test_each_headers_choice(module_server: Server) -> None:
+    with module_server.client() as admin:
+        admin.flushall()
+    urlpatterns[:] = [path("ok", lambda request: text("ok"))]
+    for i, choice in enumerate(HEADER_CHOICES):
+        limiter = RateLimiter(redis.Redis(port=module_server.port), HEADERS_LIMIT, key=by_ip(trusted_proxies=1))
+        with override_settings(RATE_LIMIT={"limiter": limiter, "headers": choice}):
+            app = WSGIHandler()
+        with serve_wsgi(app) as port:
+            check_headers_scenario(port, choice, f"198.51.100.{i}")
+
+
+def test_clients_that_abort_never_free_a_slot_while_its_handler_runs(server: Server, r: redis.Redis, mode: str) -> None:
+    """Under WSGI (Werkzeug's server) and under ASGI (uvicorn, Django's
+    ASGIHandler, which cancels a request's task when its client goes away:
+    the sync middleware and view run on in their thread, the slot held)."""
+    running = Running()
+
+    def work(request: HttpRequest) -> HttpResponse:
+        with running:
+            time.sleep(WORK)
+        return text("done")
+
+    urlpatterns[:] = [path("work", work)]
+    limiter = RateLimiter(redis.Redis(port=server.port), ABORT_SLOTS, key=by_ip(trusted_proxies=1))
+    with override_settings(RATE_LIMIT={"limiter": limiter}):
+        wsgi, asgi = WSGIHandler(), ASGIHandler()
+    for serve, app in ((serve_wsgi, wsgi), (serve_asgi, asgi)):
+        running.__init__()  # type: ignore[misc]
+        with serve(app) as port:
+            check_aborting_clients(port, running)
+            wait_for(lambda: int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.99}:slots", "CONCURRENCY", "3", "30", "*", "0")[1]) == 3)

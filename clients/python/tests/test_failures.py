@@ -130,3 +130,17 @@ def test_busy_and_clusterdown_replies_mean_unavailable(mode: str) -> None:
     finally:
         busy.remove()
         no_slots.remove()
+
+
+def test_limiters_with_their_own_timeouts_on_one_client_keep_them(own_server: Server) -> None:
+    """The limiter's connections are kept per client and timeout: one made
+    by a limiter that waits 3 s is not lent to one that waits 0.2 s."""
+    client = redis.Redis(port=own_server.port)
+    patient = RateLimiter(client, LIMIT, key=lambda request: "a", timeout=3)
+    quick = RateLimiter(client, LIMIT, key=lambda request: "b", timeout=0.2)
+    assert patient.check() is not None  # its connection is idle now
+    pause(own_server, 1000)
+    started = time.monotonic()
+    assert quick.check() is None
+    assert time.monotonic() - started < 0.9
+    client.close()

@@ -13,7 +13,8 @@ from redis_ratelimit_client import Limit, RateLimiter, by_ip
 from redis_ratelimit_client.flask import FlaskRateLimit
 from servers import Server
 from modes import run
-from web import SLOTS, check_concurrency_scenario, check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi
+from web import ABORT_SLOTS, HEADER_CHOICES, HEADERS_LIMIT, SLOTS, WORK, Running, check_aborting_clients, check_concurrency_scenario, check_headers_scenario
+from web import check_scenario, check_streamed_slot, get, rate_headers, serve_wsgi, wait_for
 
 LIMIT = Limit("tokenbucket", 2, rate=0.001)
 
@@ -102,8 +103,8 @@ def test_flask_throttle_paces_a_leaky_bucket(own_server: Server) -> None:
             status, headers, body = get(port, "/work", "192.0.2.10")
             times.append(time.monotonic() - started)
             assert (status, body, headers["ratelimit-policy"]) == (200, "done", '"default";q=3;w=1')
-        # The second request waited its place in the queue (1/rate = 200 ms) before running.
-        assert times[0] < 0.15 and times[1] >= 0.19, times
+        # The second request waited its place in the queue before running: 1/rate = 200 ms after the first was admitted.
+        assert times[0] < 0.15 and times[0] + times[1] >= 0.19, times
 
 
 def test_flask_concurrency_limit(server: Server, r: redis.Redis, mode: str) -> None:
@@ -148,3 +149,34 @@ def test_flask_streamed_response_holds_its_slot_until_sent(server: Server, r: re
 
     with serve_wsgi(app) as port:
         check_streamed_slot(port, r, mode, gate)
+
+
+def test_each_headers_choice(module_server: Server) -> None:
+    with module_server.client() as admin:
+        admin.flushall()
+    for i, choice in enumerate(HEADER_CHOICES):
+        app = Flask(__name__)
+        FlaskRateLimit(app, RateLimiter(redis.Redis(port=module_server.port), HEADERS_LIMIT, key=by_ip(trusted_proxies=1)), headers=choice)
+
+        @app.get("/ok")
+        def ok() -> str:
+            return "ok"
+
+        with serve_wsgi(app) as port:
+            check_headers_scenario(port, choice, f"198.51.100.{i}")
+
+
+def test_clients_that_abort_never_free_a_slot_while_its_handler_runs(server: Server, r: redis.Redis, mode: str) -> None:
+    running = Running()
+    app = Flask(__name__)
+    FlaskRateLimit(app, RateLimiter(redis.Redis(port=server.port), ABORT_SLOTS, key=by_ip(trusted_proxies=1)))
+
+    @app.get("/work")
+    def work() -> str:
+        with running:
+            time.sleep(WORK)
+        return "done"
+
+    with serve_wsgi(app) as port:
+        check_aborting_clients(port, running)
+        wait_for(lambda: int(run(r, mode, "RL.PEEK", "ratelimit:{ip:203.0.113.99}:slots", "CONCURRENCY", "3", "30", "*", "0")[1]) == 3)

@@ -223,3 +223,25 @@ def test_a_limit_per_plan(r: redis.Redis) -> None:
     plans["free"] = 0
     with pytest.raises(ValueError, match=r"^default.limit: must be an integer from 1 to 9007199254740991 \(got 0\)$"):
         limiter.check("free")
+
+
+def test_draft_6_and_legacy_fields_carry_the_limit_closest_to_denial(r: redis.Redis, mode: str) -> None:
+    """One limit in those forms: on a denial the denying limit that waits
+    longest, else the one with the fewest remaining, the first on a tie;
+    RateLimit-Reset its `t` (on a denial, Retry-After); X-RateLimit-Reset
+    the clock rounded up plus that."""
+    burst = Limit("tokenbucket", 3, rate=0.001, name="burst")  # a unit back in 1000 s
+    limiter = RateLimiter(r, [burst, Limit("slidinglog", 3, window=100_000, name="daily")], key=lambda request: "k")
+    tied = limiter.check()
+    assert tied is not None and [x.remaining for x in tied.limits] == [2, 2]  # a tie: the first
+    assert rate_limit_headers(tied, "draft-6") == {"RateLimit-Limit": "3", "RateLimit-Remaining": "2", "RateLimit-Reset": "1000"}
+    assert rate_limit_headers(tied, "legacy", clock=lambda: 1764806400.2) == {"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": str(1764806401 + 1000)}
+    fewer = RateLimiter(r, [burst, Limit("slidinglog", 2, window=100_000, name="daily")], key=lambda request: "k2").check()
+    assert fewer is not None and [x.remaining for x in fewer.limits] == [2, 1]
+    assert rate_limit_headers(fewer, "draft-6") == {"RateLimit-Limit": "2", "RateLimit-Remaining": "1", "RateLimit-Reset": "100000"}
+    for _ in range(2):
+        limiter.check()
+    denied = limiter.check()  # burst (1000 s to its next unit) and daily (100000 s) deny: daily waits longest
+    assert denied is not None and [x.allowed for x in denied.limits] == [False, False]
+    assert rate_limit_headers(denied, "draft-6") == {"RateLimit-Limit": "3", "RateLimit-Remaining": "0", "RateLimit-Reset": "100000", "Retry-After": "100000"}
+    assert rate_limit_headers(denied, False) == {"Retry-After": "100000"}

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import random
 import time
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 import pytest
 import redis
 
-from redis_ratelimit_client.local import LocalLimiter, micros
+from redis_ratelimit_client import Decision, Limit, RateLimiter, rate_limit_headers
+from redis_ratelimit_client.local import LocalLimiter, micros, share
 from servers import Server
 
 PARAMETERS = {  # (size, rate or window) choices per algorithm: small and large, whole and fractional
@@ -106,3 +108,74 @@ def test_a_key_of_another_algorithm_is_refused_as_the_module_does(module_server:
     # Nothing changed: the window still holds its one unit.
     assert local.multi(["k"], now_us, [("fixedwindow", 5, "60", 0)]) == [1, 0, [1, 4, 5, 0, 60_000]]
     r.close()
+
+
+def divided(algorithm: str, size: int, parameter: str, instances: int) -> tuple[int, str]:
+    """docs/clients.md's share of one of `instances` processes, worked out
+    here in decimals: floor(limit / instances), at least 1; a bucket's
+    rate / instances rounded down to six decimals, at least 0.000001."""
+    share = max(1, size // instances)
+    if algorithm not in ("tokenbucket", "leakybucket"):
+        return share, parameter
+    rate = max(Decimal("0.000001"), (Decimal(parameter) / instances).quantize(Decimal("0.000001"), rounding=ROUND_DOWN))
+    return share, format(rate.normalize(), "f")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_local_limiter_divides_each_limit_among_instances(module_server: Server, seed: int) -> None:
+    """The same random calls, to the module with each limit divided as the
+    spec says (worked out above) and in process with the whole limits and
+    `instances` (local.share, as the limiter divides them): every reply the same."""
+    rng = random.Random(seed)
+    r = redis.Redis(port=module_server.port, decode_responses=True)
+    r.flushall()
+    local = LocalLimiter()
+    instances = rng.choice([2, 3, 4, 7, 1000])
+    keys = {}
+    for i in range(6):
+        algorithm = ["tokenbucket", "leakybucket", "concurrency"][i] if i < 3 else rng.choice(list(PARAMETERS))
+        size, parameter = rng.choice(PARAMETERS[algorithm] + [(40, "20"), (10, "0.000003"), (7, "999.999999")] * (algorithm in ("tokenbucket", "leakybucket")))
+        keys[f"{{k}}:{i}"] = (algorithm, size, parameter)
+    now_us = int(time.time()) * 1_000_000 + rng.randrange(1_000_000)
+    for step in range(600):
+        now_us += rng.choice([0, 1, rng.randrange(1000), rng.randrange(300_000), rng.randrange(3_000_000)])
+        chosen = rng.sample(sorted(keys), rng.randint(1, 3))
+        specs, whole = [], []
+        for key in chosen:
+            algorithm, size, parameter = keys[key]
+            n = rng.choice([0, 1, 1, 2, size // instances, size // instances + 1])
+            specs.append((algorithm, *divided(algorithm, size, parameter, instances), n))
+            whole.append((algorithm, *share(algorithm, size, parameter, instances), n))
+        args: list[object] = ["RL.MULTI", len(chosen), *chosen, f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"]
+        for algorithm, size, parameter, n in specs:
+            args += [algorithm.upper(), size, parameter, n]
+        assert whole == specs, (seed, step)
+        assert local.multi(chosen, now_us, whole) == persisted(r, chosen, args), (seed, step, args)
+    r.close()
+
+
+def test_a_bucket_of_40_at_20_a_second_among_4_instances_is_10_at_once_and_5_a_second(own_server: Server) -> None:
+    """docs/clients.md's example, through the limiter with Redis stopped:
+    the bucket in process holds 10 and refills 5 a second (the rate divided
+    too: 20 a second, undivided, would refill one every 50 ms)."""
+    limiter = RateLimiter(redis.Redis(port=own_server.port), Limit("tokenbucket", 40, rate=20), key=lambda request: "k", on_unavailable="local", instances=4)
+    own_server.stop()
+    try:
+        decisions: list[Decision] = []
+        while not decisions or decisions[-1].allowed:
+            decision = limiter.check()
+            assert decision is not None and decision.local
+            decisions.append(decision)
+        denied = decisions[-1]
+        assert len(decisions) == 11 and [d.limits[0].remaining for d in decisions[:10]] == list(range(9, -1, -1))
+        assert 150 < denied.retry_after_ms <= 200  # the next token: 1/5 s after the bucket emptied
+        assert rate_limit_headers(denied)["RateLimit-Policy"] == '"default";q=10;w=2'  # 10 refill in 2 s
+        started = time.monotonic()
+        time.sleep(1.0)
+        admitted = 0
+        while (decision := limiter.check()) is not None and decision.allowed:
+            admitted += 1
+        elapsed = time.monotonic() - started
+        assert int(5 * (elapsed - 0.2)) <= admitted <= int(5 * elapsed) + 1, (admitted, elapsed)
+    finally:
+        own_server.start()

@@ -68,18 +68,19 @@ def test_auto_decides_again_after_a_reconnect() -> None:
 
 
 def test_script_mode_sends_the_script_again_after_script_flush(script_server: Server) -> None:
+    """The EVALSHA form (script_call="evalsha", or where functions cannot be used)."""
     with script_server.client() as r:
         r.flushall()
         r.script_flush()
         r.config_resetstat()
-        sync = RateLimiter(redis.Redis(port=script_server.port), LIMIT, key=lambda request: "k")
+        sync = RateLimiter(redis.Redis(port=script_server.port), LIMIT, key=lambda request: "k", script_call="evalsha")
         first, second = remaining(sync.check()), remaining(sync.check())
         assert script_stats(r) == (2, 1, 1)  # NOSCRIPT, EVAL; then EVALSHA finds it
         r.script_flush()
 
         async def run() -> int:
             client = redis.asyncio.Redis(port=script_server.port)
-            decision = await AsyncRateLimiter(client, LIMIT, key=lambda request: "k").check()
+            decision = await AsyncRateLimiter(client, LIMIT, key=lambda request: "k", script_call="evalsha").check()
             await client.aclose()
             return remaining(decision)
 
@@ -100,8 +101,8 @@ def limited_user(server: Server) -> Iterator[redis.Redis]:
         admin.acl_deluser("limited")
 
 
-def test_an_acl_without_eval_is_told_so(server: Server, mode: str, limited_user: redis.Redis) -> None:
-    limited_user.acl_setuser("limited", enabled=True, passwords=["+secret"], keys=["~*"], commands=["+@all", "-eval", "-evalsha"])
+def test_an_acl_without_functions_or_eval_is_told_so(server: Server, mode: str, limited_user: redis.Redis) -> None:
+    limited_user.acl_setuser("limited", enabled=True, passwords=["+secret"], keys=["~*"], commands=["+@all", "-eval", "-evalsha", "-fcall", "-function"])
     client = redis.Redis(port=server.port, username="limited", password="secret")
     limiter = RateLimiter(client, LIMIT, key=lambda request: "k")
     if mode == "module":  # the module needs no EVAL
@@ -112,8 +113,9 @@ def test_an_acl_without_eval_is_told_so(server: Server, mode: str, limited_user:
     # The server's own words first (they vary by version), then what to do.
     assert re.fullmatch(
         r"(this user|User limited) has no permissions to run the 'evalsha' command: script mode \(the redis-ratelimit"
-        rf" module is not used at localhost:{server.port}\) runs the Lua library with EVALSHA and EVAL, which this"
-        r" user's ACL forbids: allow them \(\+evalsha \+eval\), or load the module there",
+        rf" module is not used at localhost:{server.port}\) runs the Lua library as a function \(FCALL, and FUNCTION"
+        r" LOAD once\) or else with EVALSHA and EVAL, which this user's ACL forbids: allow \+fcall \+function\|load, or"
+        r" \+evalsha \+eval, or load the module there",
         str(raised.value),
     ), str(raised.value)
     assert limited_user.keys() == []

@@ -57,8 +57,8 @@ def test_names_are_unique_and_required_with_several_limits() -> None:
         make(Limit("tokenbucket", 10, rate=1, name="a"), Limit("fixedwindow", 10, window=60))
     with pytest.raises(ConfigurationError, match=r'^limits\[1\]\.name: duplicate policy name "burst"$'):
         make(Limit("tokenbucket", 10, rate=1, name="burst"), Limit("fixedwindow", 10, window=60, name="burst"))
-    assert make(Limit("tokenbucket", 10, rate=1)).core.names == ["default"]
-    assert make(Limit(limit=10, rate=1)).core.limits[0][0].algorithm == "tokenbucket"
+    assert make(Limit("tokenbucket", 10, rate=1)).core.options.names == ["default"]
+    assert make(Limit(limit=10, rate=1)).core.options.limits[0][0].algorithm == "tokenbucket"
 
 
 def test_unknown_option_names_are_errors() -> None:
@@ -82,8 +82,8 @@ def test_limiter_options() -> None:
         make(ok, fail_open="no")
     with pytest.raises(ConfigurationError, match=r"^mode: must be one of auto, module, script \(got 'lua'\)$"):
         make(ok, mode="lua")
-    assert [make(ok, mode=mode).with_limits().core.mode for mode in ("auto", "module", "script")] == ["auto", "module", "script"]
-    assert make(ok).core.mode == "auto"
+    assert [make(ok, mode=mode).with_limits().core.options.mode for mode in ("auto", "module", "script")] == ["auto", "module", "script"]
+    assert make(ok).core.options.mode == "auto"
     with pytest.raises(ConfigurationError, match=r"^ipv6_subnet: must be an integer from 1 to 128, or False \(got 0\)$"):
         by_ip(ipv6_subnet=0)
     with pytest.raises(ConfigurationError, match=r"^trusted_proxies: must be an integer >= 0 \(got -1\)$"):
@@ -94,6 +94,10 @@ def test_limiter_options() -> None:
         HttpOptions(status_code=200)
     with pytest.raises(ConfigurationError, match=r"^throttle: must be True or False \(got 1\)$"):
         HttpOptions(throttle=1)  # type: ignore[arg-type]
+    for bad in (1, "draft-7", "Draft-10", None):
+        with pytest.raises(ConfigurationError, match=r"^headers: must be True, 'draft-10', 'draft-6', 'legacy' or False \(got "):
+            HttpOptions(headers=bad)  # type: ignore[arg-type]
+    assert [HttpOptions(headers=choice).headers for choice in (True, "draft-10", "draft-6", "legacy", False)] == [True, "draft-10", "draft-6", "legacy", False]
 
 
 def test_clients_and_async_functions_match_the_limiter() -> None:
@@ -110,4 +114,4 @@ def test_clients_and_async_functions_match_the_limiter() -> None:
         make(ok, key=key)
     with pytest.raises(ConfigurationError, match=r"^limits\[0\]: async key, cost or limit functions need AsyncRateLimiter$"):
         make(Limit("tokenbucket", 10, rate=1, cost=key))  # type: ignore[arg-type]
-    assert AsyncRateLimiter(redis.asyncio.Redis(port=1), ok, key=key).core.key is key
+    assert AsyncRateLimiter(redis.asyncio.Redis(port=1), ok, key=key).core.options.key is key

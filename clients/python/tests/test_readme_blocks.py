@@ -24,7 +24,7 @@ import redis
 from modes import peek_remaining
 from servers import Server
 from test_readme import README, example, post
-from web import get, rate_headers, serve_asgi, serve_wsgi
+from web import close_redis_connections, get, rate_headers, serve_asgi, serve_wsgi
 from windows import wait_for_window_with
 
 
@@ -54,6 +54,15 @@ def test_every_block_is_run_by_a_test() -> None:
     for _, block in blocks:
         assert [marker for marker in BLOCKS if marker in block] != [], block[:80]
     assert len(blocks) == len(BLOCKS)
+
+
+def test_the_repository_readme_shows_a_block_of_this_readme() -> None:
+    # The repository's README shows the Flask example as this README has
+    # it, word for word, so the block there is the one test_the_flask_example runs.
+    root = (PACKAGE.parent.parent / "README.md").read_text()
+    shown = re.findall(r"```python\n(.*?)```", root, re.S)
+    ours = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(shown) == 1 and shown[0] in ours and "from flask import Flask" in shown[0]
 
 
 def test_the_install_lines_name_this_package_and_its_extras() -> None:
@@ -136,6 +145,7 @@ def test_the_reserve_then_give_back_example(own_server: Server, mode: str, monke
             answers.append(await ns["complete"](SCOPE, "down", model))  # Redis down: failing open, nothing to give back
         finally:
             own_server.start()
+        await close_redis_connections()  # the example's client, as the app's shutdown closes it
         return answers
 
     assert asyncio.run(twice()) == ["echo hi", "echo down"]
@@ -168,6 +178,7 @@ def test_the_concurrency_example(own_server: Server, mode: str, monkeypatch: pyt
         after = free()
         with pytest.raises(RuntimeError):
             await ns["export"]("acme", failing_export)
+        await close_redis_connections()  # the example's client, as the app's shutdown closes it
         return [fourth, other, finished, after, free()]
 
     assert asyncio.run(exports()) == [None, "other tenant", ["exported"] * 3, 3, 3]
@@ -260,3 +271,25 @@ def test_the_django_example(own_server: Server) -> None:
             assert run() == [200, 200, 200, 200, 200, 200, 200, False]
         finally:
             own_server.start()
+
+
+def test_the_django_middleware_list_pasted_whole_passes_djangos_check() -> None:
+    """A project made by `django-admin startproject`, its MIDDLEWARE list
+    replaced by the README's and the README's limits.py and RATE_LIMIT
+    added: `manage.py check` finds no issue (the admin it installs needs
+    the session, auth and messages middleware: admin.E408-E410)."""
+    block = example("# myproject/limits.py")
+    middleware = re.search(r"^MIDDLEWARE = \[.*?^\]\n", block, re.S | re.M)
+    rate_limit = re.search(r"^RATE_LIMIT = .*\n", block, re.M)
+    limits = re.search(r"# myproject/limits.py\n(.*?)\n# myproject/settings.py", block, re.S)
+    assert middleware and rate_limit and limits
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "PYTHONPATH": str(PACKAGE / "src")}
+        subprocess.run([sys.executable, "-m", "django", "startproject", "myproject", folder], check=True, env=env)
+        settings = Path(folder) / "myproject" / "settings.py"
+        text, replaced = re.subn(r"^MIDDLEWARE = \[\n.*?^\]\n", lambda _: middleware.group(0), settings.read_text(), flags=re.S | re.M)
+        assert replaced == 1
+        settings.write_text(text + rate_limit.group(0))
+        (Path(folder) / "myproject" / "limits.py").write_text(limits.group(1))
+        done = subprocess.run([sys.executable, "manage.py", "check"], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "System check identified no issues (0 silenced)."), done.stderr

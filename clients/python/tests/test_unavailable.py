@@ -5,6 +5,7 @@ failing at once, probing about once a second, resuming."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -29,9 +30,9 @@ def test_the_options_are_checked(own_server: Server) -> None:
     for bad in (0, 1.5, True):
         with pytest.raises(ConfigurationError, match=r"^instances: must be an integer >= 1, the processes sharing the limits \(got "):
             RateLimiter(client, LIMIT, instances=bad)  # type: ignore[arg-type]
-    assert RateLimiter(client, LIMIT, fail_open=False).core.on_unavailable == "closed"
-    assert RateLimiter(client, LIMIT, fail_open=True).core.on_unavailable == "open"
-    assert RateLimiter(client, LIMIT).core.on_unavailable == "open"
+    assert RateLimiter(client, LIMIT, fail_open=False).core.options.on_unavailable == "closed"
+    assert RateLimiter(client, LIMIT, fail_open=True).core.options.on_unavailable == "open"
+    assert RateLimiter(client, LIMIT).core.options.on_unavailable == "open"
 
 
 def test_local_limits_in_process_with_each_limit_divided_among_instances(own_server: Server) -> None:
@@ -122,3 +123,122 @@ def test_redis_is_tried_again_about_once_a_second(own_server: Server, broken: li
         time.sleep(0.01)
     # The first check, then a probe about once a second: 3 or 4, never one per check.
     assert calls > 100 and 3 <= len(broken) <= 5
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_probe_that_fails_unexpectedly_still_lets_limiting_resume(own_server: Server, flavour: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The probe tells the outage how it went whatever happens to it (its
+    `finally`). Here the request that finds a probe due has a key that
+    cannot be sent (a lone surrogate: hiredis raises UnicodeEncodeError,
+    no Redis error): the probe fails, and the next one, a second later,
+    still finds Redis back. (The sync limiter used to tell the outage
+    only after a call that returned or raised a Redis error: it then
+    waited for that probe forever, answering by its policy for good.)"""
+
+    async def check(limiter: Any, key: str) -> Any:
+        try:
+            return await limiter.check(key) if flavour == "asyncio" else limiter.check(key)
+        except RateLimiterUnavailable:
+            return None
+
+    async def run() -> Any:
+        if flavour == "asyncio":
+            client: Any = redis.asyncio.Redis(port=own_server.port)
+            limiter: Any = AsyncRateLimiter(client, LIMIT, key=lambda request: request, on_unavailable="closed")
+        else:
+            client = redis.Redis(port=own_server.port)
+            limiter = RateLimiter(client, LIMIT, key=lambda request: request, on_unavailable="closed")
+        own_server.stop()
+        assert await check(limiter, "k") is None  # the outage begins
+        own_server.start()
+        await asyncio.sleep(1.05)
+        with caplog.at_level(logging.WARNING, logger="redis_ratelimit_client"):
+            assert await check(limiter, "\udc80") is None  # the probe is due: it takes this request's key
+            await asyncio.sleep(0.2)
+        assert [m for m in caplog.messages if m.startswith("rate limiter: probe failed: UnicodeEncodeError(")]
+        back = time.monotonic()
+        decision = await check(limiter, "k")
+        while decision is None and time.monotonic() - back < 3:
+            await asyncio.sleep(0.05)
+            decision = await check(limiter, "k")
+        await client.aclose() if flavour == "asyncio" else client.close()
+        return decision
+
+    decision = asyncio.run(run())
+    assert decision is not None and decision.limits[0].remaining == 3
+
+
+SLOTS = Limit("concurrency", 5, lease=30, name="slots")
+BURST = Limit("tokenbucket", 100, rate=1, name="burst")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_concurrency_limit_holds_slots_in_process_while_the_limiter_is_open(own_server: Server, flavour: str) -> None:
+    """By default (the limiter "open") a concurrency limit is "local": while
+    Redis cannot answer, the process holds its share of the slots (5 among
+    2 instances: 2) and the other limits pass unchecked, left out of the
+    decision; a release gives the slot back in process."""
+
+    async def run() -> list[Any]:
+        if flavour == "asyncio":
+            client: Any = redis.asyncio.Redis(port=own_server.port)
+            limiter: Any = AsyncRateLimiter(client, [SLOTS, BURST], key=lambda request: "k", instances=2)
+        else:
+            client = redis.Redis(port=own_server.port)
+            limiter = RateLimiter(client, [SLOTS, BURST], key=lambda request: "k", instances=2)
+
+        async def call(name: str, *args: Any) -> Any:
+            result = getattr(limiter, name)(*args)
+            return await result if flavour == "asyncio" else result
+
+        own_server.stop()
+        try:
+            decisions = [await call("check") for _ in range(3)]
+            out: list[Any] = [[(d.local, d.allowed, d.retry_after_ms, [(x.name, x.limit, x.remaining, x.lease_id) for x in d.limits]) for d in decisions]]
+            await call("release", decisions[0])
+            again = await call("check")
+            out.append((again.allowed, again.limits[0].lease_id))
+        finally:
+            own_server.start()
+        await client.aclose() if flavour == "asyncio" else client.close()
+        return out
+
+    assert asyncio.run(run()) == [
+        [
+            (True, True, 0, [("slots", 2, 1, 1)]),
+            (True, True, 0, [("slots", 2, 0, 2)]),
+            (True, False, 1000, [("slots", 2, 0, 0)]),  # denied in process, told to retry after the hint
+        ],
+        (True, 3),
+    ]
+
+
+def test_each_limit_answers_by_its_own_policy(own_server: Server) -> None:
+    """While Redis cannot answer: a request with a "closed" limit is refused
+    (503), whatever the others say; one whose limits are all "open" passes
+    (None); a concurrency limit set "open" takes no slot."""
+    client = redis.Redis(port=own_server.port)
+
+    def limiter(*limits: Limit, **options: Any) -> RateLimiter:
+        return RateLimiter(client, list(limits), key=lambda request: "k", **options)
+
+    closed_one = limiter(SLOTS, Limit("fixedwindow", 10, window=60, name="strict", on_unavailable="closed"))
+    all_open = limiter(Limit("concurrency", 5, lease=30, name="slots", on_unavailable="open"), BURST)
+    local_window = limiter(BURST, Limit("fixedwindow", 1, window=60, name="w", on_unavailable="local"), on_unavailable="closed")
+    local_window_too = limiter(BURST, Limit("fixedwindow", 1, window=60, name="w", on_unavailable="local"))
+    assert [x.options.policies for x in (closed_one.core, all_open.core, local_window.core)] == [
+        {"slots": "local", "strict": "closed"}, {"slots": "open", "burst": "open"}, {"burst": "closed", "w": "local"}]
+    own_server.stop()
+    try:
+        with pytest.raises(RateLimiterUnavailable):
+            closed_one.check()
+        with pytest.raises(RateLimiterUnavailable):
+            closed_one.peek()
+        assert [all_open.check() for _ in range(10)] == [None] * 10
+        with pytest.raises(RateLimiterUnavailable):
+            local_window.check()  # its bucket is closed
+        decisions = [local_window_too.check() for _ in range(2)]
+        assert [(d.allowed, [x.name for x in d.limits]) for d in decisions if d] == [(True, ["w"]), (False, ["w"])]
+    finally:
+        own_server.start()
+    client.close()

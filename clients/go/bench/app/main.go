@@ -7,7 +7,7 @@
 // ulule (ulule/limiter's Redis store and net/http middleware), httprate
 // (go-chi/httprate with httprate-redis's counter). path: admitted (a limit
 // no run reaches) or denied (1 an hour: every request after the first is
-// refused). It prints "ready" once it listens.
+// refused). It prints "ready <address>" once it listens (port 0: a free one).
 package main
 
 import (
@@ -37,14 +37,8 @@ func main() {
 		os.Exit(2)
 	}
 	variant, path, addr, port := os.Args[1], os.Args[2], os.Args[3], os.Args[4]
-	// admitted: a limit no run reaches; denied: one request an hour.
-	limit := int64(1)
-	if path == "admitted" {
-		limit = 1_000_000_000
-	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-	handler, err := limited(variant, rdb, limit, ok)
+	handler, _, err := limited(variant, rdb, limitOf(path), ok)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -54,19 +48,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println("ready")
+	fmt.Println("ready", listener.Addr())
 	http.Serve(listener, handler)
 }
 
-func limited(variant string, rdb *redis.Client, limit int64, next http.Handler) (http.Handler, error) {
+// ok is the app's handler.
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+
+// limitOf is the path's limit an hour: admitted, a limit no run reaches; denied, one request.
+func limitOf(path string) int64 {
+	if path == "admitted" {
+		return 1_000_000_000
+	}
+	return 1
+}
+
+// limited is next behind the variant's limiter, and what closes the
+// limiter's own connections (ours; the others use rdb's).
+func limited(variant string, rdb *redis.Client, limit int64, next http.Handler) (http.Handler, func() error, error) {
 	perHour := float64(limit) / 3600
+	none := func() error { return nil }
 	switch variant {
 	case "none":
-		return next, nil
+		return next, none, nil
 	case "ours", "ours-script":
 		client, err := goredis.New(rdb)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		mode := ratelimit.Module
 		if variant == "ours-script" {
@@ -75,26 +83,27 @@ func limited(variant string, rdb *redis.Client, limit int64, next http.Handler) 
 		l, err := ratelimit.New(client, ratelimit.Options[*http.Request]{Mode: mode,
 			Limits: []ratelimit.Limit[*http.Request]{{Name: "per-ip", Limit: limit, Rate: perHour}}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		mw, err := ratelimit.Middleware(l, ratelimit.MiddlewareOptions{})
 		if err != nil {
-			return nil, err
+			l.Close()
+			return nil, nil, err
 		}
-		return mw(next), nil
+		return mw(next), l.Close, nil
 	case "redis_rate":
-		return redisRate(redis_rate.NewLimiter(rdb), redis_rate.Limit{Rate: int(limit), Burst: int(limit), Period: time.Hour}, next), nil
+		return redisRate(redis_rate.NewLimiter(rdb), redis_rate.Limit{Rate: int(limit), Burst: int(limit), Period: time.Hour}, next), none, nil
 	case "ulule":
 		store, err := sredis.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ulule"})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return stdlib.NewMiddleware(limiter.New(store, limiter.Rate{Period: time.Hour, Limit: limit})).Handler(next), nil
+		return stdlib.NewMiddleware(limiter.New(store, limiter.Rate{Period: time.Hour, Limit: limit})).Handler(next), none, nil
 	case "httprate":
 		return httprate.Limit(int(limit), time.Hour, httprate.WithKeyFuncs(httprate.KeyByIP),
-			httprateredis.WithRedisLimitCounter(&httprateredis.Config{Client: rdb, FallbackDisabled: true}))(next), nil
+			httprateredis.WithRedisLimitCounter(&httprateredis.Config{Client: rdb, FallbackDisabled: true}))(next), none, nil
 	}
-	return nil, fmt.Errorf("unknown variant %q", variant)
+	return nil, nil, fmt.Errorf("unknown variant %q", variant)
 }
 
 // redisRate is the middleware a redis_rate user writes (it ships none):

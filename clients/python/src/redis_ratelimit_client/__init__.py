@@ -5,7 +5,7 @@ RateLimit headers, and thin layers for ASGI (Starlette, FastAPI,
 Litestar), Flask and Django. The spec both clients follow: docs/clients.md."""
 
 from .decision import Decision, LimitResult
-from .headers import DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY, denied_body, rate_limit_headers
+from .headers import DEFAULT_MESSAGE, NEVER_MESSAGE, UNAVAILABLE_BODY, Headers, denied_body, rate_limit_headers
 from .keys import by_ip, by_user, ip_key
 from .limiter import AsyncRateLimiter, RateLimiter, RateLimiterUnavailable
 from .metrics import DecisionEvent
@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_MESSAGE",
     "Decision",
     "DecisionEvent",
+    "Headers",
     "Limit",
     "Mode",
     "LimitResult",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .decision import LimitResult
 from .limits import Limit
@@ -23,6 +23,20 @@ class Charge:
 
     def spec_args(self) -> list[str]:
         return [self.spec.algorithm.upper(), str(self.limit), self.spec.parameter_text]
+
+
+#: The calls that give back what a call took, from its reply.
+Undo = Callable[[Any], list[list[str]]]
+
+
+@dataclass(frozen=True)
+class Call:
+    """A module call a flow needs made. `undo`, for a call that takes (an
+    RL.MULTI): the calls that give back what its reply says it took, made
+    when that reply comes after the limiter stopped waiting (transport.py)."""
+
+    args: list[str]
+    undo: Optional[Undo] = None
 
 
 def multi_args(charges: Sequence[Charge]) -> list[str]:
@@ -75,9 +89,14 @@ def given_back(r: LimitResult, reply: Sequence[Any]) -> LimitResult:
 
 def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
     """A limit's reply fields, [allowed, remaining, limit, retry_after_ms,
-    reset_after_ms (, delay_ms or lease_id)], named."""
+    reset_after_ms (, delay_ms or lease_id)], named. A concurrency limit
+    that denies waits its `retry_after` hint, or the module's figure when
+    that is shorter (when enough leases run out: a release frees a slot
+    much sooner); never (-1) stays never."""
     numbers = [int(x) for x in fields]
     sixth = numbers[5] if len(numbers) > 5 else None
+    if charge.spec.is_concurrency and numbers[3] > 0:
+        numbers[3] = min(numbers[3], charge.spec.retry_after_ms)
     return LimitResult(
         name=charge.name,
         key=charge.key,
@@ -95,5 +114,18 @@ def result(charge: Charge, fields: Sequence[Any]) -> LimitResult:
 
 
 def multi_results(charges: Sequence[Charge], reply: Sequence[Any]) -> tuple[bool, int, list[LimitResult]]:
-    """RL.MULTI's reply: [allowed, retry_after_ms, [fields of limit 1], ...]."""
-    return int(reply[0]) == 1, int(reply[1]), [result(c, f) for c, f in zip(charges, reply[2:])]
+    """RL.MULTI's reply: [allowed, retry_after_ms, [fields of limit 1], ...];
+    a denial's wait is its denying limits' largest (as the module's, with
+    a concurrency limit's hint in it), -1 when one can never admit."""
+    results = [result(c, f) for c, f in zip(charges, reply[2:])]
+    if int(reply[0]) == 1:
+        return True, 0, results
+    waits = [r.retry_after_ms for r in results if not r.allowed]
+    return False, (-1 if -1 in waits else max(waits, default=int(reply[1]))), results
+
+
+def undo_args(charges: Sequence[Charge], reply: Sequence[Any]) -> list[list[str]]:
+    """What gives back all an RL.MULTI took, from its reply: nothing for a
+    denial; RL.REFUND of each limit's cost, RL.RELEASE of each lease taken."""
+    allowed, _, results = multi_results(charges, reply)
+    return [give_back_args(r) for r in results if taken_back(r)] if allowed else []

@@ -99,7 +99,15 @@ class RateLimitMiddleware:
         self.limiter, self.options = _settings()
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return _finish(request, self.get_response(request))
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            # The view is done: it raised past Django's handling, or, under
+            # ASGI, its request was cancelled (the client went away). asgiref
+            # runs a sync view in this thread, so it has returned by now.
+            _failed(request)
+            raise
+        return _finish(request, response)
 
     def process_view(self, request: HttpRequest, view: Callable[..., HttpResponse], args: Any, kwargs: Any) -> Optional[HttpResponse]:
         limiter = getattr(view, VIEW_LIMITER, self.limiter)

@@ -1,12 +1,15 @@
-"""A decision as HTTP: the RateLimit-Policy and RateLimit fields of
-draft-ietf-httpapi-ratelimit-headers, Retry-After, and the bodies of a 429
-and a 503. docs/clients.md says what each value is and why; the Node
-client sends the same."""
+"""A decision as HTTP: the rate-limit fields (`headers`: the RateLimit-Policy
+and RateLimit fields of draft-ietf-httpapi-ratelimit-headers, draft 10;
+the RateLimit-Limit / -Remaining / -Reset of its earlier drafts; GitHub's
+X-RateLimit-*; or none), Retry-After, and the bodies of a 429 and a 503.
+docs/clients.md says what each value is and why; the other clients send
+the same."""
 
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+import time
+from typing import Callable, Literal, Optional, Union
 
 from .decision import Decision, LimitResult
 
@@ -17,6 +20,9 @@ NEVER_MESSAGE = "This request costs more than the rate limit allows in total; it
 UNAVAILABLE_BODY: dict[str, str] = {"error": "rate_limiter_unavailable"}
 
 Body = dict[str, Union[str, int, None]]
+#: Which rate-limit fields a response carries (the layers' `headers` option).
+Headers = Union[bool, Literal["draft-10", "draft-6", "legacy"]]
+HEADERS: tuple[Headers, ...] = (True, "draft-10", "draft-6", "legacy", False)
 
 
 def seconds(ms: int) -> int:
@@ -47,11 +53,41 @@ def sf_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def rate_limit_headers(decision: Decision) -> dict[str, str]:
+def rate_limit_headers(decision: Decision, headers: Headers = True, clock: Callable[[], float] = time.time) -> dict[str, str]:
+    """The fields `headers` picks, and Retry-After on a denial that can
+    pass later whatever it picks. True or "draft-10": RateLimit-Policy and
+    RateLimit, every limit; "draft-6": RateLimit-Limit, -Remaining and
+    -Reset (seconds), "legacy": X-RateLimit-Limit, -Remaining and -Reset
+    (Unix seconds: the clock, rounded up, plus the reset), for the limit
+    closest to denial; False: none."""
+    if headers is True or headers == "draft-10":
+        fields = draft_10(decision)
+    elif headers == "draft-6" or headers == "legacy":
+        result = closest(decision)
+        t = reset_seconds(result, decision) or 0
+        prefix, reset = ("RateLimit-", t) if headers == "draft-6" else ("X-RateLimit-", math.ceil(clock()) + t)
+        fields = {f"{prefix}Limit": str(result.limit), f"{prefix}Remaining": str(result.remaining), f"{prefix}Reset": str(reset)}
+    else:
+        fields = {}
+    if not decision.allowed and decision.retry_after_ms >= 0:
+        fields["Retry-After"] = str(seconds(decision.retry_after_ms))
+    return fields
+
+
+def closest(decision: Decision) -> LimitResult:
+    """The limit closest to denial: on a denial, the denying limit with
+    the longest wait; else the one with the fewest remaining (the first in
+    the limiter's order on a tie)."""
+    if not decision.allowed:
+        return max((r for r in decision.limits if not r.allowed), key=lambda r: r.retry_after_ms)
+    return min(decision.limits, key=lambda r: r.remaining)
+
+
+def draft_10(decision: Decision) -> dict[str, str]:
     """RateLimit-Policy and RateLimit, one member per limit in the
-    limiter's order, and Retry-After on a denial that can pass later.
-    Serialized here (Structured Fields Lists of Strings with Integer or
-    String parameters): a general serializer cost a third of a check."""
+    limiter's order. Serialized here (Structured Fields Lists of Strings
+    with Integer or String parameters): a general serializer cost a third
+    of a check."""
     policies: list[str] = []
     states: list[str] = []
     for result in decision.limits:
@@ -62,10 +98,7 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
         t = reset_seconds(result, decision)
         reset = "" if t is None else f";t={min(t, SF_MAX)}"
         states.append(f"{name};r={min(result.remaining, SF_MAX)}{reset}")
-    headers = {"RateLimit-Policy": ", ".join(policies), "RateLimit": ", ".join(states)}
-    if not decision.allowed and decision.retry_after_ms >= 0:
-        headers["Retry-After"] = str(seconds(decision.retry_after_ms))
-    return headers
+    return {"RateLimit-Policy": ", ".join(policies), "RateLimit": ", ".join(states)}
 
 
 def denied_body(decision: Decision, message: str = DEFAULT_MESSAGE) -> Body:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .decision import Decision
-from .headers import DEFAULT_MESSAGE, UNAVAILABLE_BODY, Body, denied_body, rate_limit_headers
+from .headers import DEFAULT_MESSAGE, HEADERS, UNAVAILABLE_BODY, Body, Headers, denied_body, rate_limit_headers
 from .limits import ConfigurationError
 
 #: Attribute a per-view decorator puts on the view: the limiter for that view.
@@ -22,7 +22,8 @@ class HttpOptions:
     denial. `skip_failed_requests` / `skip_successful_requests`: responses
     with status >= 400 / < 400 give their units back (RL.REFUND).
     `throttle`: an admitted request first waits its leaky-bucket delay.
-    `headers`: send RateLimit-Policy and RateLimit (and Retry-After).
+    `headers`: which rate-limit fields (headers.py): True or "draft-10",
+    "draft-6", "legacy", False; Retry-After on every 429 that can pass later.
     `handler(request, decision)` replaces the denial's answer: it returns
     the framework's response (ASGI: any ASGI app, e.g. a Starlette Response)."""
 
@@ -33,7 +34,7 @@ class HttpOptions:
     skip_failed_requests: bool = False
     skip_successful_requests: bool = False
     throttle: bool = False
-    headers: bool = True
+    headers: Headers = True
 
     def __post_init__(self) -> None:
         if self.skip is not None and not callable(self.skip):
@@ -42,9 +43,11 @@ class HttpOptions:
             raise ConfigurationError(f"status_code: must be an HTTP error status 400..599 (got {self.status_code!r})")
         if not isinstance(self.message, str):
             raise ConfigurationError(f"message: must be a string (got {self.message!r})")
-        for name in ("skip_failed_requests", "skip_successful_requests", "throttle", "headers"):
+        for name in ("skip_failed_requests", "skip_successful_requests", "throttle"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"{name}: must be True or False (got {getattr(self, name)!r})")
+        if not any(self.headers is choice or (isinstance(choice, str) and self.headers == choice) for choice in HEADERS):
+            raise ConfigurationError(f"headers: must be True, 'draft-10', 'draft-6', 'legacy' or False (got {self.headers!r})")
 
     def refunds(self, decision: Optional[Decision], status: int) -> bool:
         """Whether a response with this status gives the units back."""
@@ -70,9 +73,7 @@ class Answer:
 def answer(decision: Optional[Decision], options: HttpOptions) -> Answer:
     if decision is None:  # Redis unavailable, failing open: no headers
         return Answer(None, {})
-    headers = rate_limit_headers(decision)
-    if not options.headers:  # neither IETF field; a denial still says when to retry
-        headers = {k: v for k, v in headers.items() if k == "Retry-After"}
+    headers = rate_limit_headers(decision, options.headers)
     if decision.allowed:
         return Answer(None, headers)
     return Answer(options.status_code, headers, denied_body(decision, options.message))

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Awaitable, Callable, Literal, Optional, Union
 
+from .outage import POLICIES, OnUnavailable
+
 Algorithm = Literal["tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog", "concurrency"]
 ALGORITHMS: tuple[Algorithm, ...] = ("tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog", "concurrency")
 BUCKETS = ("tokenbucket", "leakybucket")
@@ -56,7 +58,10 @@ class Limit:
     """One limit. `limit` is the bucket's capacity, the window's limit or
     the slots held at once; buckets take `rate` (units per second), windows
     `window` (seconds), a concurrency limit `lease` (seconds a slot is held
-    at most when it is not released)."""
+    at most when it is not released). `on_unavailable`: what this limit
+    does while Redis cannot answer (default: the limiter's; "local" for a
+    concurrency limit). `retry_after`: a concurrency limit's hint, the
+    seconds a denial's Retry-After suggests (default 1)."""
 
     algorithm: Algorithm = "tokenbucket"
     limit: Union[int, QuotaFunction] = None  # type: ignore[assignment]  # required: checked in validated()
@@ -67,6 +72,8 @@ class Limit:
     key: Optional[KeyFunction] = None
     name: Optional[str] = None
     quota_unit: QuotaUnit = "requests"
+    on_unavailable: Optional[OnUnavailable] = None
+    retry_after: Optional[float] = None
 
     def validated(self, path: str) -> Limit:
         """This limit, or a ConfigurationError naming the bad option."""
@@ -99,6 +106,12 @@ class Limit:
             check_name(f"{path}.name", self.name)
         if self.quota_unit not in QUOTA_UNITS:
             raise ConfigurationError(f"{path}.quota_unit: must be one of {', '.join(QUOTA_UNITS)} (got {self.quota_unit!r})")
+        if self.on_unavailable is not None and self.on_unavailable not in POLICIES:
+            raise ConfigurationError(f"{path}.on_unavailable: must be one of {', '.join(POLICIES)} (got {self.on_unavailable!r})")
+        if self.retry_after is not None:
+            if not self.is_concurrency:
+                raise ConfigurationError(f"{path}.retry_after: not an option of {self.algorithm} (a concurrency limit's hint)")
+            _check_number(f"{path}.retry_after", self.retry_after, 0.001, 1e12, "of seconds from 0.001 to 1e12")
         return self
 
     @property
@@ -117,6 +130,12 @@ class Limit:
     def unit(self) -> QuotaUnit:
         """The draft's `qu`: a concurrency limit counts requests in flight."""
         return "concurrent-requests" if self.is_concurrency else self.quota_unit
+
+    @property
+    def retry_after_ms(self) -> int:
+        """A concurrency limit's Retry-After hint: slots free as requests
+        end, long before the leases run out."""
+        return max(1, round((1.0 if self.retry_after is None else self.retry_after) * 1000))
 
     @property
     def parameter(self) -> float:

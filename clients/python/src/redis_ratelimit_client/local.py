@@ -29,6 +29,17 @@ def micros(text: str) -> int:
     return int(whole or "0") * 1_000_000 + int((fraction + "000000")[:6])
 
 
+def share(algorithm: str, limit: int, parameter: str, instances: int) -> tuple[int, str]:
+    """One of `instances` processes' share of a limit: its limit (capacity,
+    window limit, slots) floor(limit / instances), at least 1; a bucket's
+    rate divided too, rounded down to six decimals, at least 0.000001."""
+    size = max(1, limit // instances)
+    if algorithm in ("tokenbucket", "leakybucket"):
+        rate = max(1, micros(parameter) // instances)
+        parameter = f"{rate // 1_000_000}.{rate % 1_000_000:06d}".rstrip("0").rstrip(".")
+    return size, parameter
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 

@@ -1,34 +1,44 @@
-"""Sends one module command on a connection of the limiter's own, made
-from the app's redis-py client (sync: its pool's connection class and
-arguments; asyncio: a connection of the client's pool), without the
-client's retry: a command that was sent is never sent
-again (a replayed RL.MULTI would charge twice, or charge a request that was
-already let through). On a timeout the connection is closed, so a command
-still waiting in Redis (e.g. under CLIENT PAUSE) is dropped with it; the
-next call opens a fresh connection.
+"""Sends one module call on a connection of the limiter's own, made from
+the app's redis-py client (its pool's connection class and arguments),
+without the client's retry: a command that was sent is never sent again (a
+replayed RL.MULTI would charge twice, or charge a request that was already
+let through). The app's close() / aclose() of its pool closes these
+connections too.
 
-On a cluster the command goes to the node owning its first key's slot; a
+A call that takes (an RL.MULTI) and gets no answer in time is not
+forgotten: Redis runs a command it has read even when its client has gone
+(a busy or stopped server reads the socket later), so its connection goes
+to a reader (a thread, or a task) that waits up to 60 s for the reply and
+then undoes, on the same connection, what the call took (its Call.undo:
+units refunded, leases released). No reply within 60 s: the connection is
+closed. Other calls that time out are closed at once: they take nothing.
+
+On a cluster the call goes to the node owning its first key's slot; a
 MOVED reply (the command did not run there) refreshes the slot map and
 sends it once more; an ASK (the slot is being migrated and the key has left
 already) sends it once to the importing node, after ASKING.
 
 What is sent for a call depends on the mode (mode.py): the module command,
-or the Lua library's EVALSHA (and EVAL after NOSCRIPT), on the same
-connection, under the same timeout."""
+or the Lua library's FCALL (FUNCTION LOAD first where it is missing) or
+EVALSHA (and EVAL after NOSCRIPT), on the same connection, under the same
+timeout."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
+import time
 import weakref
-from typing import Any, Optional, Union, cast
+from typing import Any, Callable, Optional, Union, cast
 
 import hiredis
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AskError,
@@ -42,9 +52,12 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
+from .commands import Call, Undo
 from .deadlines import Deadlines
 from .limits import ConfigurationError
-from .mode import Mode, Talk, talk
+from .mode import Calls, Talk, takes, talk
+
+log = logging.getLogger("redis_ratelimit_client")
 
 SyncClient = Union[redis.Redis, redis.cluster.RedisCluster]
 AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster]
@@ -52,6 +65,9 @@ AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster]
 
 # Replies that mean "Redis can't answer now", not "the command is wrong".
 UNAVAILABLE_REPLIES = ("LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY")
+
+#: Seconds a timed-out call's reply is still waited for, to undo what it took.
+LATE = 60.0
 
 
 class Unavailable(Exception):
@@ -97,45 +113,65 @@ def is_cluster(client: object) -> bool:
     return known
 
 
-class _OwnConnections:
-    """Sync connections made like the client's own (its pool's connection
-    class and arguments: address, auth, TLS, database) but without retries,
-    and with `timeout` for connecting and reading: redis-py retries a failed
-    connect with backoff by default, which would hold every request for
-    seconds while Redis is down. Kept per pool, reused, dropped on error."""
+class _Own:
+    """The limiter's own connections to each pool's server, the idle ones
+    kept for reuse by their socket timeout (a limiter's `timeout`; None for
+    asyncio's), in plain lists: a redis-py pool's locking and bookkeeping
+    cost more than the rest of a check. The pool's disconnect(), which the
+    app's close() and aclose() call, closes them too."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.free: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+        self.idle: weakref.WeakKeyDictionary[Any, dict[Optional[float], list[Any]]] = weakref.WeakKeyDictionary()
+        self.made: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
 
-    def take(self, pool: Any, timeout: float) -> Any:
+    def take(self, pool: Any, timeout: Optional[float]) -> Any:
+        """An idle connection to the pool's server with this socket timeout, or None."""
+        idle = self.idle.get(pool)
+        same = idle.get(timeout) if idle else None
+        return same.pop() if same else None  # list.pop: atomic among threads
+
+    def new(self, pool: Any, **options: Any) -> Any:
+        """A connection like the pool's own (address, auth, TLS, database), with `options`."""
+        connection = pool.connection_class(**{**pool.connection_kwargs, **options})
         with self.lock:
-            free = self.free.setdefault(pool, [])
-            connection = free.pop() if free else None
-        if connection is None:
-            kwargs = dict(pool.connection_kwargs)
-            connect_timeout = kwargs.get("socket_connect_timeout")
-            kwargs.update(
-                retry=Retry(NoBackoff(), 0),
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout if connect_timeout is None else min(connect_timeout, timeout),
-            )
-            connection = pool.connection_class(**kwargs)
-        else:
-            try:  # a closed socket reads as ready: Redis went away since; reconnect before sending
-                if connection.can_read():
-                    connection.disconnect()
-            except (ConnectionError, TimeoutError, OSError):
-                connection.disconnect()
-        connection.connect()
+            made = self.made.get(pool)
+            if made is None:
+                made = self.made[pool] = weakref.WeakSet()
+                self.idle[pool] = {}
+                _closing_ours_too(pool, made, self.idle[pool])
+            made.add(connection)
         return connection
 
-    def give_back(self, pool: Any, connection: Any) -> None:
-        with self.lock:
-            self.free.setdefault(pool, []).append(connection)
+    def give_back(self, pool: Any, connection: Any, timeout: Optional[float]) -> None:
+        self.idle[pool].setdefault(timeout, []).append(connection)
 
 
-_own = _OwnConnections()
+def _closing_ours_too(pool: Any, made: weakref.WeakSet[Any], idle: dict[Optional[float], list[Any]]) -> None:
+    """Makes the pool's disconnect() close the limiter's connections to it as well."""
+    own_disconnect = pool.disconnect
+    if inspect.iscoroutinefunction(own_disconnect):
+
+        async def disconnect(*args: Any, **kwargs: Any) -> Any:
+            ours = list(made)  # held here: the idle lists are the only other references
+            await asyncio.gather(*(c.disconnect() for c in ours), return_exceptions=True)
+            for same in idle.values():
+                same.clear()
+            return await own_disconnect(*args, **kwargs)
+
+    else:
+
+        def disconnect(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            for connection in list(made):
+                connection.disconnect()
+            for same in idle.values():
+                same.clear()
+            return own_disconnect(*args, **kwargs)
+
+    pool.disconnect = disconnect
+
+
+_own = _Own()
 
 
 # redis-py's default encoding, which hiredis packs with.
@@ -152,50 +188,101 @@ def _packed(connection: Any, command: list[str]) -> Any:
     return connection.pack_command(*command)
 
 
-def _run_sync(connection: Any, commands: Talk) -> Any:
-    """Sends each command the talk yields, hands it the reply or the error reply; its result."""
+class _Late(Exception):
+    """The call's reply did not come in time: its connection went to a late reader."""
+
+
+# The sync transport.
+
+
+def _take_sync(pool: Any, timeout: float) -> Any:
+    """A connection without retries, with `timeout` for connecting and
+    reading: redis-py retries a failed connect with backoff by default,
+    which would hold every request for seconds while Redis is down."""
+    connection = _own.take(pool, timeout)
+    if connection is None:
+        connect_timeout = pool.connection_kwargs.get("socket_connect_timeout")
+        connection = _own.new(
+            pool,
+            retry=Retry(NoBackoff(), 0),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout if connect_timeout is None else min(connect_timeout, timeout),
+        )
+    else:
+        try:  # a closed socket reads as ready: Redis went away since; reconnect before sending
+            if connection.can_read():
+                connection.disconnect()
+        except (ConnectionError, TimeoutError, OSError):
+            connection.disconnect()
+    connection.connect()
+    return connection
+
+
+def _run_sync(connection: Any, commands: Talk, late: bool = False) -> Any:
+    """Sends each command the talk yields, hands it the reply or the error
+    reply; its result. `late`: a call that takes and times out raises _Late
+    with its connection left as it is (its reply still to come)."""
     try:
         command = next(commands)
         while True:
             connection.send_packed_command(_packed(connection, command))
             try:
-                reply = connection.read_response()
+                reply = connection.read_response(disconnect_on_error=False)
             except ResponseError as error:
                 command = commands.throw(error)
+            except TimeoutError as error:
+                if late and takes(command):
+                    raise _Late() from error
+                raise
             else:
                 command = commands.send(reply)
     except StopIteration as done:
         return done.value
 
 
-async def _run_async(connection: Any, commands: Talk) -> Any:
-    """As _run_sync, on an asyncio connection."""
-    try:
-        command = next(commands)
-        while True:
-            await connection.send_packed_command(_packed(connection, command))
-            try:
-                reply = await connection.read_response()
-            except ResponseError as error:
-                command = commands.throw(error)
-            else:
-                command = commands.send(reply)
-    except StopIteration as done:
-        return done.value
-
-
-def _send_sync(pool: Any, args: list[str], timeout: float, mode: Mode, asking: bool = False) -> Any:
-    connection = _own.take(pool, timeout)
+def _send_sync(pool: Any, call: Call, timeout: float, calls: Calls, asking: bool = False) -> Any:
+    connection = _take_sync(pool, timeout)
     try:  # asking: the slot is being imported there; ASKING lets the next command in
-        reply = _run_sync(connection, talk(mode, connection, args, asking))
+        reply = _run_sync(connection, talk(calls, connection, call.args, asking), call.undo is not None)
     except ResponseError:
-        _own.give_back(pool, connection)
+        _own.give_back(pool, connection, timeout)
         raise
+    except _Late as late:
+        reader = threading.Thread(target=_undo_late_sync, args=(pool, connection, timeout, call.undo, calls, asking), name="redis-ratelimit-late", daemon=True)
+        reader.start()
+        raise cast(BaseException, late.__cause__) from None
     except BaseException:
         connection.disconnect()
         raise
-    _own.give_back(pool, connection)
+    _own.give_back(pool, connection, timeout)
     return reply
+
+
+def _undo_late_sync(pool: Any, connection: Any, timeout: float, undo: Undo, calls: Calls, asking: bool) -> None:
+    """Waits up to LATE for the reply of a call that timed out, then gives
+    back what it took, on the same connection (the same node)."""
+    deadline = time.monotonic() + LATE
+    try:
+        while not connection.can_read(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                connection.disconnect()
+                log.warning(_GAVE_UP)
+                return
+        try:
+            reply = connection.read_response(disconnect_on_error=False)
+        except ResponseError:  # an error reply took nothing
+            reply = None
+        for args in undo(reply) if reply is not None else []:
+            _run_sync(connection, talk(calls, connection, args, asking))
+    except Exception as error:
+        connection.disconnect()
+        log.warning(_NOT_UNDONE, error)
+        return
+    _own.give_back(pool, connection, timeout)
+
+
+_GAVE_UP = f"rate limiter: no reply within {LATE:.0f} s to a check that timed out: its connection closed (if it ever runs, what it takes stays until the limits' own expiry)"
+_NOT_UNDONE = "rate limiter: what a check that timed out took was not given back: %s"
 
 
 def _sync_node(cluster: Any, key: str, ask: Optional[AskError]) -> Any:
@@ -211,21 +298,21 @@ def _sync_node(cluster: Any, key: str, ask: Optional[AskError]) -> Any:
     return node
 
 
-def call_sync(client: SyncClient, args: list[str], timeout: float, mode: Mode = "auto") -> Any:
-    """The reply to the module call `args`, made in `mode`; ResponseError for
-    an error reply; Unavailable when Redis is unreachable or does not answer
+def call_sync(client: SyncClient, call: Call, timeout: float, calls: Calls) -> Any:
+    """The reply to the module call, made as `calls` says; ResponseError for an
+    error reply; Unavailable when Redis is unreachable or does not answer
     within `timeout` seconds."""
     try:
         ask: Optional[AskError] = None
         for attempt in (1, 2):
             if isinstance(client, redis.cluster.RedisCluster):
                 cluster: Any = client
-                node = _sync_node(cluster, args[_first_key(args)], ask)
+                node = _sync_node(cluster, call.args[_first_key(call.args)], ask)
                 pool: Any = cluster.get_redis_connection(node).connection_pool
             else:
                 pool = client.connection_pool
             try:
-                return _send_sync(pool, args, timeout, mode, asking=ask is not None)
+                return _send_sync(pool, call, timeout, calls, asking=ask is not None)
             except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
                 if attempt == 2 or not isinstance(client, redis.cluster.RedisCluster):
                     raise
@@ -242,9 +329,22 @@ def call_sync(client: SyncClient, args: list[str], timeout: float, mode: Mode = 
     raise AssertionError("unreachable")
 
 
+# The asyncio transport.
+
+
+def _take_async(pool: Any) -> Any:
+    """A connection without retries and without a socket timeout of its own:
+    the limiter's bounds the whole call (deadlines.py), and redis-py's made a
+    task and a timeout per command."""
+    connection = _own.take(pool, None)
+    if connection is None:  # an asyncio Retry: redis-py 8.2 warns about (and converts) a sync one
+        connection = _own.new(pool, retry=AsyncRetry(NoBackoff(), 0), socket_timeout=None)
+    return connection
+
+
 async def _connected(connection: Any) -> None:
     """Connected before the mode is looked up (a connect forgets it). As
-    _OwnConnections.take: a socket the server closed (a restart) reads as
+    _take_sync: a socket the server closed (a restart) reads as
     ready, so it reconnects first (redis-py's pool skips this check while its
     maintenance notifications are on, as they are by default)."""
     if connection.is_connected:
@@ -267,88 +367,131 @@ _CONNECT_ONCE = "retry_socket_connect" in inspect.signature(
     getattr(redis.asyncio.connection.AbstractConnection, "connect_check_health", lambda: None)
 ).parameters
 
-class _OwnAsyncConnections:
-    """Asyncio connections made like the client's pool's own (its connection
-    class and arguments) but without retries: redis-py's pool connects (and
-    retries a refused connect with backoff) before it hands a connection
-    out, so every check waited the whole timeout while Redis was down. Kept
-    per pool, idle ones reused; one that failed is dropped. (A list, not a
-    redis.asyncio.ConnectionPool: its locking and bookkeeping cost more
-    than the rest of a check.)"""
 
-    def __init__(self) -> None:
-        self.free: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+class _LateReader:
+    """Where a call that takes sends its connection when it is cancelled
+    (its deadline, or its task cancelled) while its reply is pending: a task
+    that reads the reply (up to LATE) and undoes what the call took, then
+    gives the connection back (`done`)."""
 
-    def take(self, pool: Any) -> Any:
-        free = self.free.get(pool)
-        if free:
-            return free.pop()
-        # No socket timeout of their own: the limiter's bounds the whole call
-        # (deadlines.py), and redis-py's made a task and a timeout per command.
-        return pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), "socket_timeout": None})
+    tasks: set[asyncio.Future[None]] = set()  # references, or the loop may drop them
 
-    def give_back(self, pool: Any, connection: Any) -> None:
-        free = self.free.get(pool)
-        if free is None:
-            free = self.free[pool] = []
-        free.append(connection)
+    def __init__(self, connection: Any, undo: Undo, calls: Calls, asking: bool, done: Callable[[Any], None]) -> None:
+        self.connection, self.undo, self.calls, self.asking, self.done = connection, undo, calls, asking, done
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+        task = asyncio.ensure_future(self.read())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def read(self) -> None:
+        connection = self.connection
+        try:
+            await asyncio.wait_for(self._undo(), LATE)
+        except asyncio.TimeoutError:
+            await asyncio.shield(connection.disconnect())
+            log.warning(_GAVE_UP)
+            return
+        except BaseException as error:
+            await asyncio.shield(connection.disconnect())
+            log.warning(_NOT_UNDONE, error or type(error).__name__)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            return
+        self.done(connection)
+
+    async def _undo(self) -> None:
+        try:
+            reply = await self.connection.read_response(disconnect_on_error=False)
+        except ResponseError:  # an error reply took nothing
+            return
+        for args in self.undo(reply):
+            await _run_async(self.connection, talk(self.calls, self.connection, args, self.asking))
 
 
-_own_async = _OwnAsyncConnections()
+async def _run_async(connection: Any, commands: Talk, late: Optional[_LateReader] = None) -> Any:
+    """As _run_sync, on an asyncio connection. `late`: a call that takes,
+    cancelled while its reply is pending, hands its connection to it."""
+    try:
+        command = next(commands)
+        while True:
+            await connection.send_packed_command(_packed(connection, command))
+            try:
+                reply = await connection.read_response(disconnect_on_error=False)
+            except ResponseError as error:
+                command = commands.throw(error)
+            except asyncio.CancelledError:
+                if late is not None and takes(command):
+                    late.start()
+                raise
+            else:
+                command = commands.send(reply)
+    except StopIteration as done:
+        return done.value
 
 
-async def _send_async_standalone(client: redis.asyncio.Redis, args: list[str], mode: Mode) -> Any:
+async def _send_async_standalone(client: redis.asyncio.Redis, call: Call, calls: Calls) -> Any:
     pool: Any = client.connection_pool
-    connection = _own_async.take(pool)
+    connection = _take_async(pool)
+    late = None if call.undo is None else _LateReader(connection, call.undo, calls, False, lambda c: _own.give_back(pool, c, None))
     try:
         await _connected(connection)
-        reply = await _run_async(connection, talk(mode, connection, args))
+        reply = await _run_async(connection, talk(calls, connection, call.args), late)
     except ResponseError:
-        _own_async.give_back(pool, connection)
+        _own.give_back(pool, connection, None)
         raise
     except BaseException:
-        await asyncio.shield(connection.disconnect())
+        if late is None or not late.started:
+            await asyncio.shield(connection.disconnect())
         raise
-    _own_async.give_back(pool, connection)
+    _own.give_back(pool, connection, None)
     return reply
 
 
-async def _send_async_cluster(client: Any, args: list[str], mode: Mode) -> Any:
+async def _send_async_cluster(client: Any, call: Call, calls: Calls) -> Any:
     ask: Optional[AskError] = None
     for attempt in (1, 2):
         await client.initialize()
-        key = args[_first_key(args)]
+        key = call.args[_first_key(call.args)]
         node = client.get_node_from_key(key) if ask is None else client.get_node(host=ask.host, port=ask.port)
         if node is None:
             raise Unavailable(f"no node serves the slot of {key!r}" if ask is None else f"ASK to {ask.host}:{ask.port}, an unknown node")
         connection = node.acquire_connection()
+        # After an ASK the slot is being imported there: ASKING lets the next command in.
+        late = None if call.undo is None else _LateReader(connection, call.undo, calls, ask is not None, node.release)
         try:
             await _connected(connection)
-            # After an ASK the slot is being imported there: ASKING lets the next command in.
-            return await _run_async(connection, talk(mode, connection, args, asking=ask is not None))
+            reply = await _run_async(connection, talk(calls, connection, call.args, asking=ask is not None), late)
         except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
+            node.release(connection)
             if attempt == 2:
                 raise
             if isinstance(redirect, MovedError):
                 await client.nodes_manager.initialize()
             else:
                 ask = redirect
+            continue
         except ResponseError:
+            node.release(connection)
             raise
         except BaseException:
-            await asyncio.shield(connection.disconnect())
+            if late is None or not late.started:
+                await asyncio.shield(connection.disconnect())
+                node.release(connection)
             raise
-        finally:
-            node.release(connection)
+        node.release(connection)
+        return reply
     raise AssertionError("unreachable")
 
 
-async def call_async(client: AsyncClient, args: list[str], deadlines: Deadlines, mode: Mode = "auto") -> Any:
+async def call_async(client: AsyncClient, call: Call, deadlines: Deadlines, calls: Calls) -> Any:
     """As call_sync, for the asyncio clients, within the deadlines' time."""
     try:
         if is_cluster(client):
-            return await deadlines.within(_send_async_cluster(client, args, mode))
-        return await deadlines.within(_send_async_standalone(cast(redis.asyncio.Redis, client), args, mode))
+            return await deadlines.within(_send_async_cluster(client, call, calls))
+        return await deadlines.within(_send_async_standalone(cast(redis.asyncio.Redis, client), call, calls))
     except RedisError as error:
         if unavailable(error):
             raise Unavailable(str(error) or type(error).__name__) from error
