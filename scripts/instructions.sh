@@ -13,12 +13,14 @@
 #
 #   REDIS_SERVER=path   the server (default: redis-server); GCRA rows when
 #                       it has the command
-#   CASES="tb gcra ref other"   which rows (default: all that apply)
+#   MODULE=path         the module (default: target/release's build)
+#   CASES="tb gcra ref other sl multi"   which rows (default: all that
+#                       apply)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 server=${REDIS_SERVER:-redis-server}
-module=$PWD/target/release/libredis_ratelimit.so
+module=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 port=${INSTRUCTIONS_PORT:-6391}
 n1=${N1:-5000} n2=${N2:-25000}
 out=$(mktemp -d)
@@ -108,6 +110,13 @@ warm_fw() { keys 'RL.FIXEDWINDOW fw:%s 1000000 1000000000 * 1'; }
 warm_sw() { keys 'RL.SLIDINGWINDOW sw:%s 1000000 1000000000 * 1'; }
 warm_sl() { keys 'RL.SLIDINGLOG sl:%s 1000000 1000000000 * 1'; }
 warm_cc() { keys 'RL.ACQUIRE cc:%s 1000000 1000000000 * 1'; }
+deny_sl() { cli RL.SLIDINGLOG sl:one 1 1000000000 '*' 1; }
+warm_multi() {
+  for i in $(seq -f %012g 0 999); do
+    echo "RL.MULTI 2 ma:$i mb:$i * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1"
+  done | redis-cli -p "$port" >/dev/null
+}
+deny_multi() { cli RL.MULTI 2 ma:one mb:one '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1; }
 
 gcra=0
 if "$server" --port "$port" --bind 127.0.0.1 --save "" --daemonize yes \
@@ -119,7 +128,7 @@ fi
 cli shutdown nosave || true
 while redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 
-cases=${CASES:-tb gcra ref other}
+cases=${CASES:-tb gcra ref other sl multi}
 echo "instructions per call, $("$server" --version | cut -d' ' -f1-3), valgrind callgrind,"
 echo "the difference of $n1 and $n2 calls (redis-benchmark -c 1 -P 16):"
 echo
@@ -147,12 +156,18 @@ for c in $cases; do
       row "RL.LEAKYBUCKET, new keys" 100000 none RL.LEAKYBUCKET lb:__rand_int__ 1000000 0.001 '*' 1
       row "RL.FIXEDWINDOW, new keys" 100000 none RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, new keys" 100000 none RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
-      row "RL.SLIDINGLOG, new keys" 100000 none RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.ACQUIRE, new keys" 100000 none RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.LEAKYBUCKET, 1000 warm keys" 1000 warm_lb RL.LEAKYBUCKET lb:__rand_int__ 1000000 0.001 '*' 1
       row "RL.FIXEDWINDOW, 1000 warm keys" 1000 warm_fw RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, 1000 warm keys" 1000 warm_sw RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
-      row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1 ;;
+    sl)
+      row "RL.SLIDINGLOG, new keys" 100000 none RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.SLIDINGLOG, one key denied" 1 deny_sl RL.SLIDINGLOG sl:one 1 1000000000 '*' 1 ;;
+    multi)
+      row "RL.MULTI (2 limits), new keys" 100000 none RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ '*' TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1
+      row "RL.MULTI (2 limits), 1000 warm keys" 1000 warm_multi RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ '*' TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1
+      row "RL.MULTI (2 limits), one key denied" 1 deny_multi RL.MULTI 2 ma:one mb:one '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1 ;;
   esac
 done

@@ -3,20 +3,14 @@
 
 use std::ops::Deref;
 
-use crate::algorithms::Algorithm;
 use crate::algorithms::concurrency::{Change as LeaseChange, Lease};
 use crate::algorithms::sliding_log::{Append, Removal};
-use crate::algorithms::{
-    BucketParams, MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT, WindowParams, concurrency,
-};
+use crate::algorithms::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS};
 use crate::error::Error;
-use crate::limit::{Change, Limit};
+use crate::limit::Change;
 
 /// Microseconds per second: `now`, `rate` and `window` are read to six decimals.
 const MICRO: u64 = 1_000_000;
-
-/// The fastest rate, 10^12 units per second, in micro-units per second.
-pub const MAX_RATE_MICROS: u64 = 1_000_000_000_000 * MICRO;
 
 /// The time of a call: given by the caller, or the server's clock (`*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,41 +19,8 @@ pub enum Now {
     At { us: u64 },
 }
 
-/// An algorithm's two parameters, `capacity rate` or `limit window`.
-pub fn limit(algorithm: Algorithm, a: &[u8], b: &[u8]) -> Result<Limit, Error> {
-    let size = integer(a).filter(|size| (1..=MAX_UNITS).contains(size));
-    if algorithm.is_bucket() {
-        let capacity = size.ok_or(Error::Capacity)?;
-        let refill_per_us =
-            micros(b).filter(|r| (1..=MAX_RATE_MICROS).contains(r)).ok_or(Error::Rate)?;
-        // capacity / rate within MAX_SPAN_US: pico-units to fill, at most
-        // what flows in that time (a product, not a division: every call).
-        let flows = u128::from(MAX_SPAN_US) * u128::from(refill_per_us);
-        if u128::from(capacity) * PICO_PER_UNIT > flows {
-            return Err(Error::FillTime);
-        }
-        let params = BucketParams { capacity, refill_per_us };
-        Ok(match algorithm {
-            Algorithm::LeakyBucket => Limit::LeakyBucket(params),
-            _ => Limit::TokenBucket(params),
-        })
-    } else {
-        let limit = size.ok_or(Error::Limit)?;
-        if algorithm == Algorithm::Concurrency {
-            let lease_us = duration_us(b).ok_or(Error::Lease)?;
-            return Ok(Limit::Concurrency(concurrency::Params { limit, lease_us }));
-        }
-        let params = WindowParams { limit, window_us: duration_us(b).ok_or(Error::Window)? };
-        Ok(match algorithm {
-            Algorithm::FixedWindow => Limit::FixedWindow(params),
-            Algorithm::SlidingWindow => Limit::SlidingWindow(params),
-            _ => Limit::SlidingLog(params),
-        })
-    }
-}
-
 /// A window or a lease: seconds, from 0.001 to 10^12, in microseconds.
-fn duration_us(arg: &[u8]) -> Option<u64> {
+pub fn duration_us(arg: &[u8]) -> Option<u64> {
     micros(arg).filter(|us| (1000..=MAX_SPAN_US).contains(us))
 }
 
@@ -71,11 +32,6 @@ pub fn lease_us(arg: &[u8]) -> Result<u64, Error> {
 /// A lease id, 0 (never given) to the largest.
 pub fn lease_id(arg: &[u8]) -> Result<u64, Error> {
     integer(arg).filter(|&id| id <= MAX_UNITS).ok_or(Error::LeaseId)
-}
-
-/// `ALGORITHM a b`.
-pub fn limit_spec(name: &[u8], a: &[u8], b: &[u8]) -> Result<Limit, Error> {
-    limit(Algorithm::named(name).ok_or(Error::Algorithm)?, a, b)
 }
 
 pub fn now(arg: &[u8]) -> Result<Now, Error> {
@@ -247,57 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn bucket_arguments() {
-        let tb = |a: &[u8], b: &[u8]| limit(Algorithm::TokenBucket, a, b);
-        let bucket = |capacity, refill_per_us| {
-            Ok(Limit::TokenBucket(BucketParams { capacity, refill_per_us }))
-        };
-        assert_eq!(tb(b"10", b"0.5"), bucket(10, 500_000));
-        assert_eq!(tb(b"9007199254740991", b"10000"), bucket(MAX_UNITS, 10_000_000_000));
-        assert_eq!(tb(b"1000000", b"0.000001"), bucket(1_000_000, 1));
-        assert_eq!(tb(b"1", b"1000000000000"), bucket(1, MAX_RATE_MICROS));
-        assert_eq!(tb(b"0", b"1"), Err(Error::Capacity));
-        assert_eq!(tb(b"9007199254740992", b"1"), Err(Error::Capacity));
-        assert_eq!(tb(b"1", b"0.0000004"), Err(Error::Rate));
-        assert_eq!(tb(b"1", b"1000000000000.000001"), Err(Error::Rate));
-        // Longer than 10^12 s to refill.
-        assert_eq!(tb(b"1000001", b"0.000001"), Err(Error::FillTime));
-        assert_eq!(tb(b"9007199254740991", b"9007.199254"), Err(Error::FillTime));
-    }
-
-    #[test]
-    fn window_arguments() {
-        let fw = |a: &[u8], b: &[u8]| limit(Algorithm::FixedWindow, a, b);
-        let window = |limit, window_us| Ok(Limit::FixedWindow(WindowParams { limit, window_us }));
-        assert_eq!(fw(b"100", b"60"), window(100, 60_000_000));
-        assert_eq!(fw(b"1", b"0.001"), window(1, 1000));
-        assert_eq!(fw(b"1", b"1000000000000"), window(1, MAX_SPAN_US));
-        assert_eq!(fw(b"0", b"1"), Err(Error::Limit));
-        assert_eq!(fw(b"9007199254740992", b"1"), Err(Error::Limit));
-        assert_eq!(fw(b"1", b"0.0009"), Err(Error::Window));
-        assert_eq!(fw(b"1", b"1000000000000.000001"), Err(Error::Window));
-        assert_eq!(
-            limit_spec(b"slidingLog", b"1", b"1").map(|l| l.algorithm()),
-            Ok(Algorithm::SlidingLog)
-        );
-        assert_eq!(limit_spec(b"GCRA", b"1", b"1"), Err(Error::Algorithm));
-    }
-
-    #[test]
-    fn concurrency_arguments() {
-        let cc = |a: &[u8], b: &[u8]| limit(Algorithm::Concurrency, a, b);
-        let spec =
-            |limit, lease_us| Ok(Limit::Concurrency(concurrency::Params { limit, lease_us }));
-        assert_eq!(cc(b"10", b"30"), spec(10, 30_000_000));
-        assert_eq!(cc(b"9007199254740991", b"0.001"), spec(MAX_UNITS, 1000));
-        assert_eq!(cc(b"1", b"1000000000000"), spec(1, MAX_SPAN_US));
-        assert_eq!(cc(b"0", b"30"), Err(Error::Limit));
-        assert_eq!(cc(b"1", b"0.0009"), Err(Error::Lease));
-        assert_eq!(cc(b"1", b"1000000000000.000001"), Err(Error::Lease));
-        assert_eq!(
-            limit_spec(b"concurrency", b"1", b"1").map(|l| l.algorithm()),
-            Ok(Algorithm::Concurrency)
-        );
+    fn lease_arguments() {
         assert_eq!(lease_id(b"0"), Ok(0));
         assert_eq!(lease_id(b"9007199254740991"), Ok(MAX_UNITS));
         assert_eq!(lease_id(b"9007199254740992"), Err(Error::LeaseId));

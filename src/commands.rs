@@ -7,67 +7,35 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue, raw};
 
-use crate::algorithms::Algorithm;
 use crate::algorithms::concurrency::{self, FRESH, Held, Leases};
 use crate::algorithms::sliding_log::EMPTY;
 use crate::args::{self, Now};
 use crate::clock;
 use crate::error::Error;
 use crate::key::LimiterKey;
-use crate::limit::{Change, Fields, Limit, Op, Outcome};
+use crate::limit::{Call, Change, Fields, Kind, Limit, Op, Outcome, Parameters};
 use crate::replicate;
 use crate::state::{Owned, Value};
-use crate::stats::{self, Counters};
-
-/// `RL.TOKENBUCKET key capacity rate now [n]`
-pub fn token_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::TokenBucket)
-}
-
-/// `RL.LEAKYBUCKET key capacity rate now [n]`: replies with a sixth field,
-/// `delay_ms`.
-pub fn leaky_bucket(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::LeakyBucket)
-}
-
-/// `RL.FIXEDWINDOW key limit window now [n]`
-pub fn fixed_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::FixedWindow)
-}
-
-/// `RL.SLIDINGWINDOW key limit window now [n]`
-pub fn sliding_window(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::SlidingWindow)
-}
-
-/// `RL.SLIDINGLOG key limit window now [n]`
-pub fn sliding_log(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::SlidingLog)
-}
-
-/// `RL.ACQUIRE key limit lease now [n]`: replies with a sixth field,
-/// `lease_id`.
-pub fn acquire(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    single(ctx, argv, Algorithm::Concurrency)
-}
+use crate::stats::Counters;
+use crate::table;
 
 /// `RL.RELEASE key lease_id now`: `[released, held, reset_after_ms]`.
-pub fn release(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn release(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, id, now] = argv else { return Err(Error::WrongArity) };
         let (id, now) = (args::lease_id(id)?, args::now(now)?);
-        on_lease(ctx, name, now, &stats::RELEASE, |leases, now_us| {
+        on_lease(ctx, name, now, counters, |leases, now_us| {
             concurrency::release(leases, now_us, id)
         })
     })
 }
 
 /// `RL.RENEW key lease_id lease now`: `[renewed, held, reset_after_ms]`.
-pub fn renew(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn renew(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, id, lease, now] = argv else { return Err(Error::WrongArity) };
         let (id, lease_us, now) = (args::lease_id(id)?, args::lease_us(lease)?, args::now(now)?);
-        on_lease(ctx, name, now, &stats::RENEW, |leases, now_us| {
+        on_lease(ctx, name, now, counters, |leases, now_us| {
             concurrency::renew(leases, now_us, id, lease_us)
         })
     })
@@ -99,8 +67,7 @@ fn on_lease(
         lease_id: None,
     };
     let outcome = Outcome { fields, change: held.store.map(Change::Lease) };
-    let target = Target { ctx, name, algorithm: Algorithm::Concurrency };
-    commit(&target, &mut key, &outcome, server_us, counters.event)?;
+    commit(ctx, name, &mut key, &outcome, server_us, counters.event())?;
     counters.record(true, u64::from(held.done));
     let ctx = ctx.get_raw();
     raw::reply_with_array(ctx, 3);
@@ -112,7 +79,7 @@ fn on_lease(
 
 /// `RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]`:
 /// every limit admits its `n` and takes it, or nothing changes anywhere.
-pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn multi(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     if ctx.is_keys_position_request() {
         declare_keys(ctx, argv);
         return Ok(RedisValue::NoReply);
@@ -125,24 +92,24 @@ pub fn multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         let mut outcomes = keys
             .iter()
             .zip(&calls)
-            .map(|(key, call)| call.limit.run(Op::Take, key.value()?, now_us, call.n))
+            .map(|(key, call)| {
+                call.limit.run(Call { op: Op::Take, now_us, n: call.n }, key.value()?)
+            })
             .collect::<Result<Vec<Outcome>, Error>>()?;
         let allowed = outcomes.iter().all(|o| o.fields.allowed);
         let units = calls.iter().fold(0u64, |units, call| units.wrapping_add(call.n));
-        stats::MULTI.record(allowed, units);
+        counters.record(allowed, units);
         if allowed {
-            for ((key, (name, call)), outcome) in
-                keys.iter_mut().zip(names.iter().zip(&calls)).zip(&outcomes)
-            {
-                let target = Target { ctx, name, algorithm: call.limit.algorithm() };
-                commit(&target, key, outcome, server_us, stats::MULTI.event)?;
+            for ((key, name), outcome) in keys.iter_mut().zip(names).zip(&outcomes) {
+                commit(ctx, name, key, outcome, server_us, counters.event())?;
             }
         } else {
             // Nothing is taken: a limit that would admit reports the state
             // it keeps, as a look (n = 0) does.
             for ((key, call), outcome) in keys.iter().zip(&calls).zip(&mut outcomes) {
                 if outcome.fields.allowed {
-                    outcome.fields = call.limit.run(Op::Take, key.value()?, now_us, 0)?.fields;
+                    let look = Call { op: Op::Take, now_us, n: 0 };
+                    outcome.fields = call.limit.run(look, key.value()?)?.fields;
                 }
             }
         }
@@ -183,7 +150,7 @@ fn parse_multi(argv: &[RedisString]) -> Result<(&[RedisString], Now, Vec<LimitCa
         .chunks_exact(4)
         .map(|spec| {
             let [algorithm, a, b, n] = spec else { return Err(Error::WrongArity) };
-            let limit = args::limit_spec(algorithm, a, b)?;
+            let limit = Limit::parse(algorithm, a, b)?;
             Ok(LimitCall { limit, n: args::count(Some(n))? })
         })
         .collect::<Result<Vec<_>, Error>>()?;
@@ -217,37 +184,40 @@ fn declare_keys(ctx: &Context, argv: &[RedisString]) {
 
 /// `RL.PEEK key ALGORITHM a b now [n]`: the reply the call would get, with
 /// nothing taken, created or signalled.
-pub fn peek(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn peek(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, algorithm, a, b, now, rest @ ..] = argv else {
             return Err(Error::WrongArity);
         };
-        let limit = args::limit_spec(algorithm, a, b)?;
+        let limit = Limit::parse(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
         let key = LimiterKey::open(ctx, name, false);
-        let mut outcome = limit.run(Op::Take, key.value()?, resolve(now).1, n)?;
+        let call = Call { op: Op::Take, now_us: resolve(now).1, n };
+        let mut outcome = limit.run(call, key.value()?)?;
         // Nothing is taken, so no lease is held.
         outcome.fields.lease_id = outcome.fields.lease_id.map(|_| 0);
-        stats::PEEK.record(outcome.fields.allowed, n);
+        counters.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
     })
 }
 
 /// `RL.REFUND key ALGORITHM a b now n`: gives back up to `n` units.
-pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn refund(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, algorithm, a, b, now, n] = argv else {
             return Err(Error::WrongArity);
         };
-        let limit = args::limit_spec(algorithm, a, b)?;
+        let limit = Limit::parse(algorithm, a, b)?;
         let (now, n) = (args::now(now)?, args::count(Some(n))?);
-        if limit.algorithm() == Algorithm::Concurrency {
+        // A slot comes back by its lease's id: RL.RELEASE.
+        if let Limit::Concurrency(_) = limit {
             return Err(Error::RefundConcurrency);
         }
-        let target = Target { ctx, name, algorithm: limit.algorithm() };
-        let (outcome, _) = take_or_refund(&target, &limit, Op::Refund, now, n)?;
-        stats::REFUND.record(true, n);
+        let outcome = take_or_refund(ctx, name, now, counters.event(), |value, now_us| {
+            limit.run(Call { op: Op::Refund, now_us, n }, value)
+        })?;
+        counters.record(true, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
     })
@@ -259,7 +229,7 @@ pub fn refund(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// field... [PXAT unix_ms]` adds a log's runs or leases to the key's
 /// state (how an AOF rewrite writes a long one), keeping its expiry
 /// unless it gives one.
-pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn set_state(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     let run = || {
         let [_, name, kind, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (append, rest) = match rest {
@@ -276,7 +246,7 @@ pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         if !append || expire_at_ms.is_some() {
             key.expire_at(expire_at_ms);
         }
-        signal_modified(ctx, name, stats::SET_STATE_EVENT);
+        signal_modified(ctx, name, counters.event());
         ctx.replicate_verbatim();
         Ok(RedisValue::SimpleStringStatic("OK"))
     };
@@ -287,7 +257,7 @@ pub fn set_state(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// `RL.LOGAPPLY key REMOVE cutoff_us n PXAT unix_ms`: a sliding log's
 /// change (an admitted call's, a refund's), in the form replicas and the
 /// AOF receive it, since the whole log can be long.
-pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn log_apply(ctx: &Context, argv: &[RedisString], _: &Counters) -> RedisResult {
     let run = || {
         let [_, name, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (change, expire_at_ms) = args::log_change(rest)?;
@@ -299,11 +269,11 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         };
         let event = match change {
             Change::Append(append) if log.as_deref().unwrap_or(EMPTY).takes(&append) => {
-                stats::SLIDING_LOG.event
+                table::SLIDING_LOG.counters.event()
             }
             // No log, no units to give back: nothing changes, as for RL.REFUND.
             Change::Remove(_) if log.is_none() => return Ok(RedisValue::SimpleStringStatic("OK")),
-            Change::Remove(_) => stats::REFUND.event,
+            Change::Remove(_) => table::REFUND.counters.event(),
             _ => return Err(Error::LogChange),
         };
         key.change_log(|log| match change {
@@ -323,7 +293,7 @@ pub fn log_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// `... RELEASE at_us id [PXAT unix_ms]` or `... RENEW at_us id expires_us
 /// [PXAT unix_ms]`: a lease's change, in the form replicas and the AOF
 /// receive it, since a key's leases can be many.
-pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+pub fn lease_apply(ctx: &Context, argv: &[RedisString], _: &Counters) -> RedisResult {
     let run = || {
         let [_, name, rest @ ..] = argv else { return Err(Error::WrongArity) };
         let (change, expire_at_ms) = args::lease_change(rest)?;
@@ -341,9 +311,9 @@ pub fn lease_apply(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             leases.held.is_empty()
         })?;
         let event = match change {
-            concurrency::Change::Acquire { .. } => stats::ACQUIRE.event,
-            concurrency::Change::Release { .. } => stats::RELEASE.event,
-            concurrency::Change::Renew { .. } => stats::RENEW.event,
+            concurrency::Change::Acquire { .. } => table::ACQUIRE.counters.event(),
+            concurrency::Change::Release { .. } => table::RELEASE.counters.event(),
+            concurrency::Change::Renew { .. } => table::RENEW.counters.event(),
         };
         if emptied {
             key.delete();
@@ -373,42 +343,37 @@ fn optional(rest: &[RedisString]) -> Result<Option<&[u8]>, Error> {
     }
 }
 
-/// `RL.<ALGORITHM> key a b now [n]`
-fn single(ctx: &Context, argv: &[RedisString], algorithm: Algorithm) -> RedisResult {
+/// `RL.<ALGORITHM> key a b now [n]`: RL.TOKENBUCKET, RL.LEAKYBUCKET,
+/// RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and RL.ACQUIRE, each
+/// counted in its own `counters`.
+pub fn single<K: Kind>(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
     run(|| {
         let [_, name, a, b, now, rest @ ..] = argv else { return Err(Error::WrongArity) };
-        let limit = args::limit(algorithm, a, b)?;
+        let params = K::Params::parse(a, b)?;
         let (now, n) = (args::now(now)?, args::count(optional(rest)?)?);
-        let target = Target { ctx, name, algorithm };
-        let (outcome, counters) = take_or_refund(&target, &limit, Op::Take, now, n)?;
+        let outcome = take_or_refund(ctx, name, now, counters.event(), |value, now_us| {
+            K::run(&params, Call { op: Op::Take, now_us, n }, value)
+        })?;
         counters.record(outcome.fields.allowed, n);
         reply_fields(ctx.get_raw(), &outcome.fields);
         Ok(())
     })
 }
 
-/// The key a limit applies to, and the limit's algorithm.
-struct Target<'a> {
-    ctx: &'a Context,
-    name: &'a RedisString,
-    algorithm: Algorithm,
-}
-
-/// One limit on one key: reads it, runs `op`, writes the change.
+/// One limit on one key: reads it, runs `limit` on its state, writes the
+/// change, emitting `event`.
 fn take_or_refund(
-    target: &Target,
-    limit: &Limit,
-    op: Op,
+    ctx: &Context,
+    name: &RedisString,
     now: Now,
-    n: u64,
-) -> Result<(Outcome, &'static Counters), Error> {
-    let mut key = LimiterKey::open(target.ctx, target.name, true);
+    event: &CStr,
+    limit: impl FnOnce(Option<Value>, u64) -> Result<Outcome, Error>,
+) -> Result<Outcome, Error> {
+    let mut key = LimiterKey::open(ctx, name, true);
     let (server_us, now_us) = resolve(now);
-    let outcome = limit.run(op, key.value()?, now_us, n)?;
-    let counters = stats::of(target.algorithm);
-    let event = if op == Op::Take { counters.event } else { stats::REFUND.event };
-    commit(target, &mut key, &outcome, server_us, event)?;
-    Ok((outcome, counters))
+    let outcome = limit(key.value()?, now_us)?;
+    commit(ctx, name, &mut key, &outcome, server_us, event)?;
+    Ok(outcome)
 }
 
 /// Writes an outcome's change, if any: the key takes the new state and
@@ -416,14 +381,14 @@ fn take_or_refund(
 /// that leaves it fresh deletes it. Then WATCH, keyspace events, replicas
 /// and the AOF hear of it.
 fn commit(
-    target: &Target,
+    ctx: &Context,
+    name: &RedisString,
     key: &mut LimiterKey,
     outcome: &Outcome,
     server_us: u64,
     event: &CStr,
 ) -> Result<(), Error> {
     let Some(change) = outcome.change else { return Ok(()) };
-    let (ctx, name) = (target.ctx, target.name);
     let reset_after_ms = outcome.fields.reset_after_ms;
     let fresh = reset_after_ms == 0;
     // The ranges keep this far below i64::MAX.

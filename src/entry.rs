@@ -1,4 +1,5 @@
-//! How Redis calls a command: the `extern "C"` entry points and their
+//! A command as the module declares it (`Command`: one row of
+//! `table.rs`), how Redis calls it (its `extern "C"` entry point) and its
 //! registration. The handlers borrow Redis's own argument vector:
 //! redis-module's wrapper would retain every argument, collect them in a
 //! Vec and release them again on every call, about a sixth of a denied
@@ -9,7 +10,8 @@ use std::mem::ManuallyDrop;
 
 use redis_module::{Context, RedisResult, RedisString, raw};
 
-type Handler = fn(&Context, &[RedisString]) -> RedisResult;
+use crate::metadata::{Doc, Keys};
+use crate::stats::Counters;
 
 /// The function Redis calls for a command.
 pub type Entry = unsafe extern "C" fn(
@@ -24,7 +26,7 @@ pub fn dispatch(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
-    handler: Handler,
+    handler: impl Fn(&Context, &[RedisString]) -> RedisResult,
 ) -> c_int {
     /// Most calls have fewer arguments, and then need no allocation.
     const ON_STACK: usize = 8;
@@ -52,9 +54,11 @@ fn as_strings(borrowed: &[ManuallyDrop<RedisString>]) -> &[RedisString] {
     unsafe { &*(borrowed as *const [ManuallyDrop<RedisString>] as *const [RedisString]) }
 }
 
-/// An `extern "C"` entry point for a handler.
+/// The `extern "C"` entry point of the command `$command` (a `static` row
+/// of the table), which calls `$handler` with the arguments and the
+/// command's counters.
 macro_rules! entry {
-    ($handler:path) => {{
+    ($handler:path, $command:path) => {{
         /// The command's entry point.
         ///
         /// # Safety
@@ -65,34 +69,39 @@ macro_rules! entry {
             argv: *mut *mut ::redis_module::raw::RedisModuleString,
             argc: ::std::ffi::c_int,
         ) -> ::std::ffi::c_int {
-            $crate::entry::dispatch(ctx, argv, argc, $handler)
+            $crate::entry::dispatch(ctx, argv, argc, |ctx, argv| {
+                $handler(ctx, argv, &$command.counters)
+            })
         }
         entry as $crate::entry::Entry
     }};
 }
 
-/// A command as Redis registers it.
+/// A command: everything Redis and INFO know of it, in one row.
 pub struct Command {
     pub name: &'static CStr,
     pub entry: Entry,
     pub flags: &'static CStr,
-    /// First key, last key, step: 0 0 0 for RL.MULTI, whose keys are its
-    /// key spec (set in `metadata`) and, for Redis 7.0's cluster routing,
-    /// the command itself when asked (`getkeys-api`).
-    pub keys: [c_int; 3],
+    /// Which of its arguments are keys.
+    pub keys: Keys,
+    /// What COMMAND DOCS and COMMAND INFO show.
+    pub doc: Doc,
+    /// Its calls and units in INFO, and its keyspace event.
+    pub counters: Counters,
 }
 
 impl Command {
-    /// Creates the command; called at load. False when it could not be:
-    /// its name is taken (the flags are the module's own, and valid).
-    pub fn register(&self, ctx: &Context) -> bool {
-        let [first, last, step] = self.keys;
+    /// Creates the command under `name` (its own, or another for the same
+    /// command); called at load. False when it could not be: the name is
+    /// taken (the flags are the module's own, and valid).
+    pub fn register(&self, ctx: &Context, name: &CStr) -> bool {
+        let [first, last, step] = self.keys.positions();
         // SAFETY: called from RedisModule_OnLoad with a valid context;
         // Redis copies the name and flags.
         let created = unsafe {
             raw::RedisModule_CreateCommand.unwrap()(
                 ctx.get_raw(),
-                self.name.as_ptr(),
+                name.as_ptr(),
                 Some(self.entry),
                 self.flags.as_ptr(),
                 first,

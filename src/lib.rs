@@ -18,48 +18,13 @@ mod metadata;
 mod replicate;
 mod state;
 mod stats;
+mod table;
 mod throttle;
 
-use std::ffi::{CStr, c_int};
+use std::ffi::CStr;
 
-use entry::Command;
 #[cfg(not(test))]
 use state::RATELIMIT_TYPE;
-
-const ONE_KEY: [c_int; 3] = [1, 1, 1];
-
-/// The module's commands: name, entry point, flags, and first key, last
-/// key and step.
-fn commands() -> [Command; 15] {
-    let command = |name, entry, flags, keys| Command { name, entry, flags, keys };
-    let write_fast = c"write deny-oom fast";
-    [
-        command(c"RL.TOKENBUCKET", entry!(commands::token_bucket), write_fast, ONE_KEY),
-        command(c"RL.LEAKYBUCKET", entry!(commands::leaky_bucket), write_fast, ONE_KEY),
-        command(c"RL.FIXEDWINDOW", entry!(commands::fixed_window), write_fast, ONE_KEY),
-        command(c"RL.SLIDINGWINDOW", entry!(commands::sliding_window), write_fast, ONE_KEY),
-        command(c"RL.SLIDINGLOG", entry!(commands::sliding_log), c"write deny-oom", ONE_KEY),
-        command(c"RL.MULTI", entry!(commands::multi), c"write deny-oom getkeys-api", [0; 3]),
-        // A sliding log or leases may be scanned: not `fast`, like RL.SLIDINGLOG.
-        command(c"RL.PEEK", entry!(commands::peek), c"readonly", ONE_KEY),
-        command(c"RL.REFUND", entry!(commands::refund), c"write deny-oom", ONE_KEY),
-        command(c"RL.SETSTATE", entry!(commands::set_state), c"write deny-oom", ONE_KEY),
-        command(c"RL.LOGAPPLY", entry!(commands::log_apply), c"write deny-oom", ONE_KEY),
-        // O(held): not `fast`, like the sliding log.
-        command(c"RL.ACQUIRE", entry!(commands::acquire), c"write deny-oom", ONE_KEY),
-        command(c"RL.RELEASE", entry!(commands::release), c"write deny-oom", ONE_KEY),
-        command(c"RL.RENEW", entry!(commands::renew), c"write deny-oom", ONE_KEY),
-        command(c"RL.LEASEAPPLY", entry!(commands::lease_apply), c"write deny-oom", ONE_KEY),
-        throttle_command(c"RL.THROTTLE"),
-    ]
-}
-
-/// RL.THROTTLE, under its own name or (with the module argument
-/// `CL.THROTTLE`) redis-cell's.
-fn throttle_command(name: &'static CStr) -> Command {
-    let entry = entry!(throttle::throttle);
-    Command { name, entry, flags: c"write deny-oom fast", keys: ONE_KEY }
-}
 
 /// Valkey 9's VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: the module
 /// lets `CLUSTER MIGRATESLOTS` move its keys. The source sends a slot as
@@ -126,16 +91,18 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         }
     }
     replicate::init();
-    let cell = cell_name.then(|| throttle_command(throttle::CELL_NAME));
-    let mut skipped = Vec::new();
-    for command in commands().iter().chain(&cell) {
-        if !command.register(ctx) {
-            let name = command.name.to_string_lossy();
+    let own_names = table::COMMANDS.iter().map(|&command| (command.name, command));
+    let cell = cell_name.then_some((throttle::CELL_NAME, &table::THROTTLE));
+    let mut registered = Vec::new();
+    for (name, command) in own_names.chain(cell) {
+        if command.register(ctx, name) {
+            registered.push((name, command));
+        } else {
+            let name = name.to_string_lossy();
             ctx.log_warning(&format!(
                 "ratelimit: {name} is taken (by the server or a module loaded before): \
                  skipped; the module's other commands are registered"
             ));
-            skipped.push(command.name);
         }
     }
     let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
@@ -149,7 +116,7 @@ fn init(ctx: &redis_module::Context, args: &[redis_module::RedisString]) -> redi
         raw::RedisModule_SetModuleOptions.unwrap()(ctx.get_raw(), (options | valkey) as i32);
         raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(stats::info));
     };
-    match metadata::register(ctx, cell_name, &skipped) {
+    match metadata::register(ctx, &registered) {
         Ok(()) => redis_module::Status::Ok,
         Err(message) => {
             ctx.log_warning(&message);

@@ -9,6 +9,8 @@ use std::ptr;
 
 use redis_module::{Context, raw};
 
+use crate::entry::Command;
+
 const SINCE: &CStr = c"0.1.0";
 
 const VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -18,17 +20,18 @@ const VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoV
     sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
 };
 
-struct Arg {
-    name: &'static CStr,
-    kind: raw::RedisModuleCommandArgType,
-    flags: u32,
-    token: Option<&'static CStr>,
-    summary: &'static CStr,
+/// An argument, as COMMAND DOCS shows it.
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: raw::RedisModuleCommandArgType,
+    pub flags: u32,
+    pub token: Option<&'static CStr>,
+    pub summary: &'static CStr,
     /// The arguments of a block.
-    subargs: &'static [Arg],
+    pub subargs: &'static [Arg],
 }
 
-const fn arg(
+pub const fn arg(
     name: &'static CStr,
     kind: raw::RedisModuleCommandArgType,
     summary: &'static CStr,
@@ -37,51 +40,27 @@ const fn arg(
 }
 
 /// `arg` as an optional argument.
-const fn optional(arg: Arg) -> Arg {
+pub const fn optional(arg: Arg) -> Arg {
     Arg { flags: raw::REDISMODULE_CMD_ARG_OPTIONAL, ..arg }
 }
 
-const KEY: Arg =
-    arg(c"key", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY, c"the limiter's key");
-const INTEGER: raw::RedisModuleCommandArgType =
+/// The kinds of argument.
+pub const INTEGER: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
-const DOUBLE: raw::RedisModuleCommandArgType =
+pub const DOUBLE: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE;
-const BLOCK: raw::RedisModuleCommandArgType =
+pub const BLOCK: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK;
-const STRING: raw::RedisModuleCommandArgType =
+pub const STRING: raw::RedisModuleCommandArgType =
     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
-const NOW: Arg =
-    arg(c"now", STRING, c"Unix seconds with up to 6 decimals, or * for the server clock");
-const N: Arg = optional(arg(c"n", INTEGER, c"units to take, 1 by default; 0 only looks"));
-const N_REQUIRED: Arg = arg(c"n", INTEGER, c"units");
-const ALGORITHM: Arg = arg(
-    c"algorithm",
-    STRING,
-    c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY",
-);
-const A: Arg = arg(c"a", INTEGER, c"the algorithm's capacity or limit");
-const B: Arg =
-    arg(c"b", DOUBLE, c"the algorithm's rate (units per second), window or lease (seconds)");
-const LEASE: Arg = arg(c"lease", DOUBLE, c"seconds a lease lasts unless released or renewed");
-const LEASE_ID: Arg = arg(c"lease_id", INTEGER, c"the id RL.ACQUIRE replied with");
-/// `PXAT unix-time-milliseconds`: the key's expiry, as replicas receive it.
-const PXAT: Arg = Arg {
-    token: Some(c"PXAT"),
-    ..arg(
-        c"unix-time-milliseconds",
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
-        c"when the key expires",
-    )
-};
-const CAPACITY: Arg = arg(c"capacity", INTEGER, c"most units the bucket holds");
-const RATE: Arg = arg(c"rate", DOUBLE, c"units per second");
-const LIMIT: Arg = arg(c"limit", INTEGER, c"most units per window");
-const WINDOW: Arg = arg(c"window", DOUBLE, c"window length in seconds");
+pub const UNIX_TIME: raw::RedisModuleCommandArgType =
+    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
+pub const PURE_TOKEN: raw::RedisModuleCommandArgType =
+    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN;
 
 /// Which arguments are keys.
 #[derive(Clone, Copy)]
-enum Keys {
+pub enum Keys {
     /// The first argument, read and written.
     First,
     /// The first argument, only read.
@@ -90,211 +69,37 @@ enum Keys {
     Counted,
 }
 
-pub struct Doc {
-    pub name: &'static CStr,
-    summary: &'static CStr,
-    complexity: &'static CStr,
-    /// Arguments including the command name: this many, or at least minus
-    /// this many when negative.
-    arity: c_int,
-    keys: Keys,
-    /// ACL categories, where the server has them for modules.
-    categories: &'static CStr,
-    args: &'static [Arg],
+impl Keys {
+    /// First key, last key and step, as RedisModule_CreateCommand takes
+    /// them: 0 0 0 for RL.MULTI, whose keys are its key spec and, for
+    /// Redis 7.0's cluster routing, the command itself when asked
+    /// (`getkeys-api`).
+    pub fn positions(self) -> [c_int; 3] {
+        match self {
+            Keys::First | Keys::FirstReadOnly => [1, 1, 1],
+            Keys::Counted => [0, 0, 0],
+        }
+    }
+
+    /// ACL categories, where the server has them for modules: `@read` for
+    /// a command that only reads.
+    fn categories(self) -> &'static CStr {
+        match self {
+            Keys::FirstReadOnly => c"ratelimit read",
+            Keys::First | Keys::Counted => c"ratelimit write",
+        }
+    }
 }
 
-const WRITE: &CStr = c"ratelimit write";
-const READ: &CStr = c"ratelimit read";
-
-pub const DOCS: [Doc; 15] = [
-    Doc {
-        name: c"RL.TOKENBUCKET",
-        summary: c"Takes n tokens from a bucket of capacity tokens refilled at rate per second.",
-        complexity: c"O(1)",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, CAPACITY, RATE, NOW, N],
-    },
-    Doc {
-        name: c"RL.LEAKYBUCKET",
-        summary: c"Queues n units in a queue of capacity draining at rate per second; replies with the delay.",
-        complexity: c"O(1)",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, CAPACITY, RATE, NOW, N],
-    },
-    Doc {
-        name: c"RL.FIXEDWINDOW",
-        summary: c"Counts n units in the epoch-aligned window holding now, up to limit per window.",
-        complexity: c"O(1)",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, LIMIT, WINDOW, NOW, N],
-    },
-    Doc {
-        name: c"RL.SLIDINGWINDOW",
-        summary: c"Admits n units when the weighted count of the last window leaves room under limit.",
-        complexity: c"O(1)",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, LIMIT, WINDOW, NOW, N],
-    },
-    Doc {
-        name: c"RL.SLIDINGLOG",
-        summary: c"Admits n units when fewer than limit - n were admitted in the last window seconds.",
-        complexity: c"O(T) amortized when admitted, T the runs that left the window since the last call; O(L) when denied, L the runs in the window",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, LIMIT, WINDOW, NOW, N],
-    },
-    Doc {
-        name: c"RL.MULTI",
-        summary: c"Takes n units from every limit, each on its own key, when all of them admit; else nothing.",
-        complexity: c"O(K), K the keys (at most 1000), plus O(L) for each sliding log, O(H) for each concurrency limit",
-        arity: -8,
-        keys: Keys::Counted,
-        categories: WRITE,
-        args: &[
-            arg(c"numkeys", INTEGER, c"how many keys, and limits, follow"),
-            Arg { flags: raw::REDISMODULE_CMD_ARG_MULTIPLE, ..KEY },
-            NOW,
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_MULTIPLE,
-                subargs: &[ALGORITHM, A, B, N_REQUIRED],
-                ..arg(c"limit", BLOCK, c"ALGORITHM a b n, one for each key, in the keys' order")
-            },
-        ],
-    },
-    Doc {
-        name: c"RL.PEEK",
-        summary: c"Replies what a limit would answer to taking n units, and takes nothing.",
-        complexity: c"O(1), O(L) for a sliding log",
-        arity: -6,
-        keys: Keys::FirstReadOnly,
-        categories: READ,
-        args: &[KEY, ALGORITHM, A, B, NOW, N],
-    },
-    Doc {
-        name: c"RL.REFUND",
-        summary: c"Gives back up to n units taken earlier; a limiter fresh again is deleted.",
-        complexity: c"O(1), O(L) for a sliding log",
-        arity: 7,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, ALGORITHM, A, B, NOW, N_REQUIRED],
-    },
-    Doc {
-        name: c"RL.SETSTATE",
-        summary: c"Writes a limiter's state as given; how changes reach replicas and the AOF.",
-        complexity: c"O(F), F the fields given; APPEND to leases O(H), H the leases held",
-        arity: -3,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[
-            KEY,
-            arg(c"kind", STRING, c"TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, THROTTLE or CONCURRENCY"),
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_OPTIONAL,
-                token: Some(c"APPEND"),
-                ..arg(c"append", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN, c"adds a log's runs or leases to the key's state")
-            },
-            Arg {
-                flags: raw::REDISMODULE_CMD_ARG_MULTIPLE | raw::REDISMODULE_CMD_ARG_OPTIONAL,
-                ..arg(c"field", INTEGER, c"the kind's fields")
-            },
-            optional(PXAT),
-        ],
-    },
-    Doc {
-        name: c"RL.LOGAPPLY",
-        summary: c"Applies a sliding log's change as given; how its changes reach replicas and the AOF.",
-        complexity: c"O(L), L the runs in the log",
-        arity: -7,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[
-            KEY,
-            arg(c"change", STRING, c"APPEND (an admitted call's units) or REMOVE (a refund's)"),
-            arg(c"cutoff_us", INTEGER, c"the units logged before this Unix microsecond leave first"),
-            optional(arg(c"at_us", INTEGER, c"APPEND only: the Unix microsecond of the new units")),
-            N_REQUIRED,
-            PXAT,
-        ],
-    },
-    Doc {
-        name: c"RL.ACQUIRE",
-        summary: c"Takes n slots under a new lease when at most limit are then held; replies with the lease id.",
-        complexity: c"O(H), H the leases held",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, LIMIT_SLOTS, LEASE, NOW, N],
-    },
-    Doc {
-        name: c"RL.RELEASE",
-        summary: c"Frees a lease's slots; a second release is harmless; the last one deletes the key.",
-        complexity: c"O(H), H the leases held",
-        arity: 4,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, LEASE_ID, NOW],
-    },
-    Doc {
-        name: c"RL.RENEW",
-        summary: c"Makes a held lease last until now + lease.",
-        complexity: c"O(H), H the leases held",
-        arity: 5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[KEY, LEASE_ID, LEASE, NOW],
-    },
-    Doc {
-        name: c"RL.LEASEAPPLY",
-        summary: c"Applies a lease's change as given; how concurrency limits' changes reach replicas and the AOF.",
-        complexity: c"O(H), H the leases held",
-        arity: -5,
-        keys: Keys::First,
-        categories: WRITE,
-        args: &[
-            KEY,
-            arg(c"change", STRING, c"ACQUIRE, RELEASE or RENEW"),
-            arg(c"at_us", INTEGER, c"the change's Unix microsecond; leases run out by then leave first"),
-            arg(c"id", INTEGER, c"the lease's id"),
-            optional(arg(c"expires_us", INTEGER, c"ACQUIRE and RENEW: the Unix microsecond the lease runs out")),
-            optional(arg(c"n", INTEGER, c"ACQUIRE: the slots the lease holds")),
-            optional(PXAT),
-        ],
-    },
-    THROTTLE,
-];
-
-const LIMIT_SLOTS: Arg = arg(c"limit", INTEGER, c"most slots held at once");
-
-/// RL.THROTTLE, redis-cell's CL.THROTTLE on our data type.
-const THROTTLE: Doc = Doc {
-    name: c"RL.THROTTLE",
-    summary: c"redis-cell's CL.THROTTLE (GCRA): admits quantity units at count_per_period per period seconds, bursts up to max_burst + 1.",
-    complexity: c"O(1)",
-    arity: -5,
-    keys: Keys::First,
-    categories: WRITE,
-    args: &[
-        KEY,
-        arg(c"max_burst", INTEGER, c"units admitted at once beyond the steady rate; the limit is max_burst + 1"),
-        arg(c"count_per_period", INTEGER, c"units per period"),
-        arg(c"period", INTEGER, c"seconds"),
-        optional(arg(c"quantity", INTEGER, c"units to take, 1 by default; 0 only looks")),
-    ],
-};
-
-/// The same command under redis-cell's name, when the module argument
-/// `CL.THROTTLE` registers it.
-const CL_THROTTLE: Doc = Doc { name: c"CL.THROTTLE", ..THROTTLE };
+/// What COMMAND DOCS and COMMAND INFO show of a command.
+pub struct Doc {
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// Arguments including the command name: this many, or at least minus
+    /// this many when negative.
+    pub arity: c_int,
+    pub args: &'static [Arg],
+}
 
 fn raw_arg(arg: &Arg, key_spec_index: c_int) -> raw::RedisModuleCommandArg {
     raw::RedisModuleCommandArg {
@@ -346,9 +151,9 @@ fn key_spec(keys: Keys) -> raw::RedisModuleCommandKeySpec {
 /// Sets each command's docs and key spec (Redis copies them) and, where
 /// the server supports them for modules, its ACL categories: `@ratelimit`,
 /// added here unless the server has it built in, and `@write` or `@read`.
-/// Run at load, after the commands exist; `cl_throttle` when CL.THROTTLE
-/// is one of them, `skipped` the commands whose names were taken.
-pub fn register(ctx: &Context, cl_throttle: bool, skipped: &[&CStr]) -> Result<(), String> {
+/// Run at load, after the commands exist: `registered`, each under its
+/// name.
+pub fn register(ctx: &Context, registered: &[(&CStr, &Command)]) -> Result<(), String> {
     let ctx = ctx.get_raw();
     // SAFETY: called during OnLoad with a valid context; every pointer
     // handed to Redis lives until the call returns, and Redis copies it.
@@ -358,11 +163,11 @@ pub fn register(ctx: &Context, cl_throttle: bool, skipped: &[&CStr]) -> Result<(
             // builds with GCRA have it): the commands join it all the same.
             add(ctx, c"ratelimit".as_ptr());
         }
-        let docs = DOCS.iter().chain(cl_throttle.then_some(&CL_THROTTLE));
-        for doc in docs.filter(|doc| !skipped.contains(&doc.name)) {
-            let command = raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr());
-            if command.is_null() {
-                return Err(format!("{:?} is not registered", doc.name));
+        for &(name, command) in registered {
+            let doc = &command.doc;
+            let raw_command = raw::RedisModule_GetCommand.unwrap()(ctx, name.as_ptr());
+            if raw_command.is_null() {
+                return Err(format!("{name:?} is not registered"));
             }
             // A block's arguments live in `blocks` until Redis has copied them.
             let mut blocks: Vec<Vec<raw::RedisModuleCommandArg>> = Vec::new();
@@ -379,7 +184,7 @@ pub fn register(ctx: &Context, cl_throttle: bool, skipped: &[&CStr]) -> Result<(
                 args.push(raw);
             }
             args.push(zeroed());
-            let mut key_specs = [key_spec(doc.keys), zeroed()];
+            let mut key_specs = [key_spec(command.keys), zeroed()];
             let mut info = raw::RedisModuleCommandInfo {
                 version: &VERSION,
                 summary: doc.summary.as_ptr(),
@@ -391,15 +196,16 @@ pub fn register(ctx: &Context, cl_throttle: bool, skipped: &[&CStr]) -> Result<(
                 key_specs: key_specs.as_mut_ptr(),
                 args: args.as_mut_ptr(),
             };
-            if raw::RedisModule_SetCommandInfo.unwrap()(command, &mut info)
+            if raw::RedisModule_SetCommandInfo.unwrap()(raw_command, &mut info)
                 != raw::REDISMODULE_OK as c_int
             {
-                return Err(format!("could not set the info of {:?}", doc.name));
+                return Err(format!("could not set the info of {name:?}"));
             }
+            let categories = command.keys.categories();
             if let Some(set) = raw::RedisModule_SetCommandACLCategories
-                && set(command, doc.categories.as_ptr()) != raw::REDISMODULE_OK as c_int
+                && set(raw_command, categories.as_ptr()) != raw::REDISMODULE_OK as c_int
             {
-                return Err(format!("could not set the ACL categories of {:?}", doc.name));
+                return Err(format!("could not set the ACL categories of {name:?}"));
             }
         }
     }

@@ -20,7 +20,7 @@ struct Constants {
     acquire: Shared,
     release: Shared,
     renew: Shared,
-    kinds: [Shared; Fixed::NAMES.len()],
+    kinds: [Shared; Fixed::KINDS.len()],
 }
 
 struct Shared(*mut raw::RedisModuleString);
@@ -52,18 +52,19 @@ pub fn init() {
         acquire: make(c"ACQUIRE"),
         release: make(c"RELEASE"),
         renew: make(c"RENEW"),
-        kinds: Fixed::NAMES.map(make),
+        kinds: Fixed::KINDS.map(|kind| make(kind.name)),
     });
 }
 
 /// `RL.SETSTATE key KIND field... PXAT expire_at`.
 pub fn fields(ctx: &Context, name: &RedisString, state: &Fixed, expire_at_ms: i64) {
-    let (fields, count) = state.fields();
+    let (kind, fields) = state.fields();
     let mut text = [itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new()];
     let [ta, tb, tc] = &mut text;
     let constants = CONSTANTS.get().expect("replicate::init runs at load");
     let (ctx, setstate) = (ctx.get_raw(), c"RL.SETSTATE");
-    let (kind, pxat) = (constants.kinds[state.kind()].0, constants.pxat.0);
+    let (count, kind, pxat) =
+        (Fixed::KINDS[kind].fields, constants.kinds[kind].0, constants.pxat.0);
     // One call a field count, each format string matching its arguments.
     macro_rules! setstate {
         ($format:literal $(, $field:ident)*) => {

@@ -7,39 +7,61 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::raw;
 
-use crate::algorithms::Algorithm;
+use crate::table::COMMANDS;
 
+/// A command's counts in INFO, and the keyspace event its writes emit.
 pub struct Counters {
-    /// The field name in INFO.
-    name: &'static CStr,
-    /// The keyspace event a write emits (class `d`, module keys).
-    pub event: &'static CStr,
-    /// The names in INFO of the units counted when a call admits, and
-    /// when it denies (none for a command that never denies).
-    unit_names: (&'static CStr, Option<&'static CStr>),
+    /// Its field in INFO, and the names of the units counted when a call
+    /// admits and when it denies (none for a command that never denies);
+    /// `None` for a command INFO leaves out (the replication forms).
+    info: Option<(&'static CStr, &'static CStr, Option<&'static CStr>)>,
+    /// The keyspace event (class `d`, module keys); `None` for RL.LOGAPPLY
+    /// and RL.LEASEAPPLY, which emit the event of the call whose change
+    /// they apply.
+    event: Option<&'static CStr>,
     calls: AtomicU64,
     admitted_units: AtomicU64,
     denied_units: AtomicU64,
 }
 
 impl Counters {
-    const fn new(name: &'static CStr, event: &'static CStr) -> Counters {
-        Self::named(name, event, (c"admitted_units", Some(c"denied_units")))
+    /// In INFO as `name`: `calls`, `admitted_units` and `denied_units`.
+    pub const fn units(name: &'static CStr, event: &'static CStr) -> Counters {
+        Self::new(Some((name, c"admitted_units", Some(c"denied_units"))), Some(event))
     }
 
-    const fn named(
-        name: &'static CStr,
-        event: &'static CStr,
-        unit_names: (&'static CStr, Option<&'static CStr>),
+    /// In INFO as `name`: `calls` and `done`, what the calls did (units
+    /// refunded, leases released or renewed).
+    pub const fn done(name: &'static CStr, event: &'static CStr, done: &'static CStr) -> Counters {
+        Self::new(Some((name, done, None)), Some(event))
+    }
+
+    /// Not in INFO, emitting `event` (RL.SETSTATE).
+    pub const fn uncounted(event: &'static CStr) -> Counters {
+        Self::new(None, Some(event))
+    }
+
+    /// Not in INFO, and no event of its own (RL.LOGAPPLY, RL.LEASEAPPLY).
+    pub const fn none() -> Counters {
+        Self::new(None, None)
+    }
+
+    const fn new(
+        info: Option<(&'static CStr, &'static CStr, Option<&'static CStr>)>,
+        event: Option<&'static CStr>,
     ) -> Counters {
         Counters {
-            name,
+            info,
             event,
-            unit_names,
             calls: AtomicU64::new(0),
             admitted_units: AtomicU64::new(0),
             denied_units: AtomicU64::new(0),
         }
+    }
+
+    /// The keyspace event the command's writes emit.
+    pub fn event(&self) -> &'static CStr {
+        self.event.expect("a command that writes has its event")
     }
 
     pub fn record(&self, allowed: bool, n: u64) {
@@ -54,38 +76,6 @@ fn add(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
-pub static TOKEN_BUCKET: Counters = Counters::new(c"tokenbucket", c"rl.tokenbucket");
-pub static LEAKY_BUCKET: Counters = Counters::new(c"leakybucket", c"rl.leakybucket");
-pub static FIXED_WINDOW: Counters = Counters::new(c"fixedwindow", c"rl.fixedwindow");
-pub static SLIDING_WINDOW: Counters = Counters::new(c"slidingwindow", c"rl.slidingwindow");
-pub static SLIDING_LOG: Counters = Counters::new(c"slidinglog", c"rl.slidinglog");
-/// RL.MULTI counts the units of all its limits.
-pub static MULTI: Counters = Counters::new(c"multi", c"rl.multi");
-/// RL.PEEK counts what it would admit and deny; it writes nothing.
-pub static PEEK: Counters = Counters::new(c"peek", c"rl.peek");
-pub static REFUND: Counters = Counters::named(c"refund", c"rl.refund", (c"refunded_units", None));
-pub const SET_STATE_EVENT: &CStr = c"rl.setstate";
-/// RL.ACQUIRE counts slots; RL.RELEASE and RL.RENEW the leases they free
-/// and renew.
-pub static ACQUIRE: Counters = Counters::new(c"acquire", c"rl.acquire");
-pub static RELEASE: Counters =
-    Counters::named(c"release", c"rl.release", (c"released_leases", None));
-pub static RENEW: Counters = Counters::named(c"renew", c"rl.renew", (c"renewed_leases", None));
-/// RL.THROTTLE, and CL.THROTTLE when the module registers it.
-pub static THROTTLE: Counters = Counters::new(c"throttle", c"rl.throttle");
-
-/// The counters of an algorithm's own command.
-pub fn of(algorithm: Algorithm) -> &'static Counters {
-    match algorithm {
-        Algorithm::TokenBucket => &TOKEN_BUCKET,
-        Algorithm::LeakyBucket => &LEAKY_BUCKET,
-        Algorithm::FixedWindow => &FIXED_WINDOW,
-        Algorithm::SlidingWindow => &SLIDING_WINDOW,
-        Algorithm::SlidingLog => &SLIDING_LOG,
-        Algorithm::Concurrency => &ACQUIRE,
-    }
-}
-
 /// Limiter values in memory. Values may be freed on a lazy-free thread,
 /// so these are real atomic updates; they happen once per key, not per call.
 static VALUES: AtomicU64 = AtomicU64::new(0);
@@ -98,7 +88,7 @@ pub fn value_freed() {
     VALUES.fetch_sub(1, Relaxed);
 }
 
-/// The `ratelimit` INFO section:
+/// The `ratelimit` INFO section, the commands in the table's order:
 /// `keys:N`, `tokenbucket:calls=C,admitted_units=A,denied_units=D`...,
 /// `refund:calls=C,refunded_units=R`, `release:calls=C,released_leases=R`
 /// and `renew:calls=C,renewed_leases=R`.
@@ -115,23 +105,9 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
             c"keys".as_ptr(),
             VALUES.load(Relaxed),
         );
-        let all = [
-            &TOKEN_BUCKET,
-            &LEAKY_BUCKET,
-            &FIXED_WINDOW,
-            &SLIDING_WINDOW,
-            &SLIDING_LOG,
-            &MULTI,
-            &PEEK,
-            &REFUND,
-            &THROTTLE,
-            &ACQUIRE,
-            &RELEASE,
-            &RENEW,
-        ];
-        for counters in all {
-            raw::RedisModule_InfoBeginDictField.unwrap()(ctx, counters.name.as_ptr());
-            let (admitted, denied) = counters.unit_names;
+        for counters in COMMANDS.iter().map(|command| &command.counters) {
+            let Some((name, admitted, denied)) = counters.info else { continue };
+            raw::RedisModule_InfoBeginDictField.unwrap()(ctx, name.as_ptr());
             let fields = [
                 Some((c"calls", &counters.calls)),
                 Some((admitted, &counters.admitted_units)),

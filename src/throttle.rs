@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::key::LimiterKey;
 use crate::replicate;
 use crate::state::{Fixed, Value};
-use crate::stats;
+use crate::stats::Counters;
 
 /// The name redis-cell registers, and the module argument that registers
 /// it here as well.
@@ -26,11 +26,11 @@ pub const CELL_NAME: &CStr = c"CL.THROTTLE";
 
 /// `RL.THROTTLE key max_burst count_per_period period [quantity]`:
 /// `[limited, limit, remaining, retry_after_s, reset_after_s]`.
-pub fn throttle(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    run(ctx, argv).map(|()| RedisValue::NoReply).map_err(Error::into_redis)
+pub fn throttle(ctx: &Context, argv: &[RedisString], counters: &Counters) -> RedisResult {
+    run(ctx, argv, counters).map(|()| RedisValue::NoReply).map_err(Error::into_redis)
 }
 
-fn run(ctx: &Context, argv: &[RedisString]) -> Result<(), Error> {
+fn run(ctx: &Context, argv: &[RedisString], counters: &Counters) -> Result<(), Error> {
     let [_, name, max_burst, count_per_period, period, rest @ ..] = argv else {
         return Err(Error::WrongArity);
     };
@@ -53,9 +53,9 @@ fn run(ctx: &Context, argv: &[RedisString]) -> Result<(), Error> {
         key.put(fixed)?;
         key.expire_at(Some(expire_at_ms));
         replicate::fields(ctx, name, &fixed, expire_at_ms);
-        signal_modified(ctx, name, stats::THROTTLE.event);
+        signal_modified(ctx, name, counters.event());
     }
-    stats::THROTTLE.record(!verdict.limited, quantity);
+    counters.record(!verdict.limited, quantity);
     let ctx = ctx.get_raw();
     let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     raw::reply_with_array(ctx, 5);

@@ -7,8 +7,13 @@
 //! when held(t) + n <= limit. The key lives while a lease is held: a state
 //! with no live lease is a fresh one, and lease ids start again at 1.
 
+use std::ffi::CStr;
+
 use super::varint::{get_varint, put_varint};
-use super::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
+use super::{MAX_SPAN_US, MAX_TIME_US, MAX_UNITS, Verdict, ms_between, size};
+use crate::error::Error;
+use crate::limit::{self, Call, Kind, Op, Outcome, Parameters, stored};
+use crate::state::Value;
 
 /// The parameters of `RL.ACQUIRE`, already validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,6 +317,40 @@ pub fn renew(stored: Option<&Leases>, now_us: u64, id: u64, lease_us: u64) -> He
         held,
         reset_after_ms: others.max(ms_between(now_us, expires_us)),
         store: Some(Change::Renew { at_us: now_us, id, expires_us }),
+    }
+}
+
+/// `RL.ACQUIRE key limit lease now [n]` (its reply has a sixth field,
+/// `lease_id`), and `CONCURRENCY` in a limit spec.
+pub struct Concurrency;
+
+impl Kind for Concurrency {
+    const NAME: &'static CStr = c"CONCURRENCY";
+    type Params = Params;
+
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let leases =
+            stored(value, |v| if let Value::Leases(leases) = v { Some(leases) } else { None })?;
+        // A slot comes back by its lease's id: RL.RELEASE.
+        if call.op == Op::Refund {
+            return Err(Error::RefundConcurrency);
+        }
+        let verdict = acquire(leases.as_deref(), call.now_us, params, call.n);
+        let lease_id = match verdict.store {
+            Some(Change::Acquire { lease, .. }) => lease.id,
+            _ => 0,
+        };
+        let mut outcome = Outcome::of(verdict, params.limit, limit::Change::Lease);
+        outcome.fields.lease_id = Some(lease_id);
+        Ok(outcome)
+    }
+}
+
+impl Parameters for Params {
+    /// `limit lease`, each in its range.
+    fn parse(limit: &[u8], lease: &[u8]) -> Result<Params, Error> {
+        let limit = size(limit).ok_or(Error::Limit)?;
+        Ok(Params { limit, lease_us: crate::args::lease_us(lease)? })
     }
 }
 

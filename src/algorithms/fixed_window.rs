@@ -3,8 +3,13 @@
 //! every node agrees on where they start. Cheap, but up to 2 x limit can
 //! pass in a short span across a window edge.
 
+use std::ffi::CStr;
+
 pub use super::WindowParams as Params;
 use super::{Verdict, ms_between, window_start};
+use crate::error::Error;
+use crate::limit::{Call, Kind, Outcome, fixed};
+use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
@@ -66,6 +71,21 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
     let store = (stored.is_some() && n > 0).then_some(after);
     let remaining = params.limit.saturating_sub(after.count);
     Verdict::admitted(remaining, reset_after_ms(after, params.window_us), store)
+}
+
+/// `RL.FIXEDWINDOW key limit window now [n]`, and `FIXEDWINDOW` in a limit
+/// spec.
+pub struct FixedWindow;
+
+impl Kind for FixedWindow {
+    const NAME: &'static CStr = c"FIXEDWINDOW";
+    type Params = Params;
+
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored = fixed(value, |f| if let Fixed::FixedWindow(s) = f { Some(s) } else { None })?;
+        let verdict = call.run([decide, refund], stored, params);
+        Ok(Outcome::of(verdict, params.limit, Fixed::FixedWindow))
+    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,13 @@
 //! The queue is virtual: a level and a time, O(1) memory. Units are kept in
 //! pico-units and time in microseconds, as in the token bucket.
 
-use super::{PICO_PER_UNIT, Verdict};
+use std::ffi::CStr;
 
 pub use super::BucketParams as Params;
+use super::{PICO_PER_UNIT, Verdict};
+use crate::error::Error;
+use crate::limit::{Call, Kind, Outcome, fixed};
+use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
@@ -85,6 +89,23 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Th
     Throttle {
         verdict: Verdict::admitted(free(params, level), params.ms_for(level), store),
         delay_ms: params.ms_for(level),
+    }
+}
+
+/// `RL.LEAKYBUCKET key capacity rate now [n]` (its reply has a sixth
+/// field, `delay_ms`), and `LEAKYBUCKET` in a limit spec.
+pub struct LeakyBucket;
+
+impl Kind for LeakyBucket {
+    const NAME: &'static CStr = c"LEAKYBUCKET";
+    type Params = Params;
+
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored = fixed(value, |f| if let Fixed::LeakyBucket(s) = f { Some(s) } else { None })?;
+        let throttle = call.run([decide, refund], stored, params);
+        let mut outcome = Outcome::of(throttle.verdict, params.capacity, Fixed::LeakyBucket);
+        outcome.fields.delay_ms = Some(throttle.delay_ms);
+        Ok(outcome)
     }
 }
 

@@ -14,53 +14,9 @@ pub mod sliding_window;
 pub mod token_bucket;
 pub mod varint;
 
-use std::ffi::CStr;
-
-/// The algorithms a limit spec names (`ALGORITHM a b`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    TokenBucket,
-    LeakyBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    /// At most `limit` slots held at once, under leases (RL.ACQUIRE).
-    Concurrency,
-}
-
-impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::Concurrency,
-    ];
-
-    /// Its name in a limit spec and in RL.SETSTATE (and, but for the
-    /// concurrency limit's RL.ACQUIRE, after `RL.`).
-    pub fn name(self) -> &'static CStr {
-        match self {
-            Algorithm::TokenBucket => c"TOKENBUCKET",
-            Algorithm::LeakyBucket => c"LEAKYBUCKET",
-            Algorithm::FixedWindow => c"FIXEDWINDOW",
-            Algorithm::SlidingWindow => c"SLIDINGWINDOW",
-            Algorithm::SlidingLog => c"SLIDINGLOG",
-            Algorithm::Concurrency => c"CONCURRENCY",
-        }
-    }
-
-    /// The algorithm named `name`, in any case.
-    pub fn named(name: &[u8]) -> Option<Algorithm> {
-        Self::ALL.into_iter().find(|a| name.eq_ignore_ascii_case(a.name().to_bytes()))
-    }
-
-    /// Whether its parameters are `capacity rate` (else `limit window`).
-    pub fn is_bucket(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
-    }
-}
+use crate::args::{duration_us, integer, micros};
+use crate::error::Error;
+use crate::limit::Parameters;
 
 /// Fixed-point scale of the buckets: one unit (token) is 10^12 pico-units,
 /// so a rate kept to 10^-6 units/s refills a whole number of pico-units
@@ -138,6 +94,25 @@ pub struct BucketParams {
     pub refill_per_us: u64,
 }
 
+/// The fastest rate, 10^12 units per second, in micro-units per second.
+pub const MAX_RATE_MICROS: u64 = 1_000_000_000_000 * 1_000_000;
+
+impl Parameters for BucketParams {
+    /// `capacity rate`, each in its range.
+    fn parse(capacity: &[u8], rate: &[u8]) -> Result<BucketParams, Error> {
+        let capacity = size(capacity).ok_or(Error::Capacity)?;
+        let refill_per_us =
+            micros(rate).filter(|r| (1..=MAX_RATE_MICROS).contains(r)).ok_or(Error::Rate)?;
+        // capacity / rate within MAX_SPAN_US: pico-units to fill, at most
+        // what flows in that time (a product, not a division: every call).
+        let flows = u128::from(MAX_SPAN_US) * u128::from(refill_per_us);
+        if u128::from(capacity) * PICO_PER_UNIT > flows {
+            return Err(Error::FillTime);
+        }
+        Ok(BucketParams { capacity, refill_per_us })
+    }
+}
+
 impl BucketParams {
     /// A full bucket, in pico-units.
     fn full(&self) -> u128 {
@@ -163,6 +138,54 @@ pub struct WindowParams {
     pub limit: u64,
     /// Window length in microseconds, 1000..=MAX_SPAN_US.
     pub window_us: u64,
+}
+
+impl Parameters for WindowParams {
+    /// `limit window`, each in its range.
+    fn parse(limit: &[u8], window: &[u8]) -> Result<WindowParams, Error> {
+        let limit = size(limit).ok_or(Error::Limit)?;
+        Ok(WindowParams { limit, window_us: duration_us(window).ok_or(Error::Window)? })
+    }
+}
+
+/// A capacity or a limit: 1 to MAX_UNITS.
+fn size(arg: &[u8]) -> Option<u64> {
+    integer(arg).filter(|size| (1..=MAX_UNITS).contains(size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_arguments() {
+        let bucket = |capacity, refill_per_us| Ok(BucketParams { capacity, refill_per_us });
+        let parse = |a: &[u8], b: &[u8]| BucketParams::parse(a, b);
+        assert_eq!(parse(b"10", b"0.5"), bucket(10, 500_000));
+        assert_eq!(parse(b"9007199254740991", b"10000"), bucket(MAX_UNITS, 10_000_000_000));
+        assert_eq!(parse(b"1000000", b"0.000001"), bucket(1_000_000, 1));
+        assert_eq!(parse(b"1", b"1000000000000"), bucket(1, MAX_RATE_MICROS));
+        assert_eq!(parse(b"0", b"1"), Err(Error::Capacity));
+        assert_eq!(parse(b"9007199254740992", b"1"), Err(Error::Capacity));
+        assert_eq!(parse(b"1", b"0.0000004"), Err(Error::Rate));
+        assert_eq!(parse(b"1", b"1000000000000.000001"), Err(Error::Rate));
+        // Longer than 10^12 s to refill.
+        assert_eq!(parse(b"1000001", b"0.000001"), Err(Error::FillTime));
+        assert_eq!(parse(b"9007199254740991", b"9007.199254"), Err(Error::FillTime));
+    }
+
+    #[test]
+    fn window_arguments() {
+        let window = |limit, window_us| Ok(WindowParams { limit, window_us });
+        let parse = |a: &[u8], b: &[u8]| WindowParams::parse(a, b);
+        assert_eq!(parse(b"100", b"60"), window(100, 60_000_000));
+        assert_eq!(parse(b"1", b"0.001"), window(1, 1000));
+        assert_eq!(parse(b"1", b"1000000000000"), window(1, MAX_SPAN_US));
+        assert_eq!(parse(b"0", b"1"), Err(Error::Limit));
+        assert_eq!(parse(b"9007199254740992", b"1"), Err(Error::Limit));
+        assert_eq!(parse(b"1", b"0.0009"), Err(Error::Window));
+        assert_eq!(parse(b"1", b"1000000000000.000001"), Err(Error::Window));
+    }
 }
 
 #[cfg(test)]

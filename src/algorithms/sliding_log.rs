@@ -7,10 +7,14 @@
 //! count. A run of units a few milliseconds apart takes 3 to 4 bytes.
 
 use std::borrow::Cow;
+use std::ffi::CStr;
 
 pub use super::WindowParams as Params;
 use super::varint::{get_varint, put_varint};
 use super::{MAX_TIME_US, MAX_UNITS, Verdict, ms_between};
+use crate::error::Error;
+use crate::limit::{Call, Change, Kind, Op, Outcome, stored};
+use crate::state::Value;
 
 #[derive(Debug, Clone, Default)]
 pub struct Log {
@@ -350,6 +354,24 @@ pub fn refund(log: Option<&Log>, now_us: u64, params: &Params, n: u64) -> Verdic
         .map_or(0, |at| leaves_at(now_us, at, params));
     let store = (n > 0).then_some(Removal { cutoff_us, count: n });
     Verdict::admitted(params.limit.saturating_sub(left), reset_after_ms, store)
+}
+
+/// `RL.SLIDINGLOG key limit window now [n]`, and `SLIDINGLOG` in a limit
+/// spec.
+pub struct SlidingLog;
+
+impl Kind for SlidingLog {
+    const NAME: &'static CStr = c"SLIDINGLOG";
+    type Params = Params;
+
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let log = stored(value, |v| if let Value::Log(log) = v { Some(log) } else { None })?;
+        let (log, now_us, n) = (log.as_deref(), call.now_us, call.n);
+        Ok(match call.op {
+            Op::Take => Outcome::of(decide(log, now_us, params, n), params.limit, Change::Append),
+            Op::Refund => Outcome::of(refund(log, now_us, params, n), params.limit, Change::Remove),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,13 @@
 //! with windows aligned to the epoch as in the fixed window. All of it is
 //! computed multiplied by `window`, in integers, so nothing is rounded.
 
+use std::ffi::CStr;
+
 pub use super::WindowParams as Params;
 use super::{Verdict, ceil_div, ms_between, window_start};
+use crate::error::Error;
+use crate::limit::{Call, Kind, Outcome, fixed};
+use crate::state::{Fixed, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
@@ -140,6 +145,22 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
         reset_after_ms(after, w),
         store,
     )
+}
+
+/// `RL.SLIDINGWINDOW key limit window now [n]`, and `SLIDINGWINDOW` in a limit
+/// spec.
+pub struct SlidingWindow;
+
+impl Kind for SlidingWindow {
+    const NAME: &'static CStr = c"SLIDINGWINDOW";
+    type Params = Params;
+
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored =
+            fixed(value, |f| if let Fixed::SlidingWindow(s) = f { Some(s) } else { None })?;
+        let verdict = call.run([decide, refund], stored, params);
+        Ok(Outcome::of(verdict, params.limit, Fixed::SlidingWindow))
+    }
 }
 
 #[cfg(test)]

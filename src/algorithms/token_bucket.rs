@@ -9,8 +9,13 @@
 //! number of pico-tokens every microsecond: no rounding ever accumulates.
 //! Up to 2^53 - 1 tokens that is 96 bits: the math runs in `u128`.
 
+use std::ffi::CStr;
+
 pub use super::BucketParams as Params;
 use super::{PICO_PER_UNIT, Verdict};
+use crate::error::Error;
+use crate::limit::{Call, Kind, Outcome, fixed};
+use crate::state::{Fixed, Value};
 
 /// What is stored per key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +75,21 @@ pub fn refund(stored: Option<State>, now_us: u64, params: &Params, n: u64) -> Ve
     let tokens = (tokens + u128::from(n) * PICO_PER_UNIT).min(full);
     let store = (stored.is_some() && n > 0).then_some(State { tokens, last_us });
     Verdict::admitted((tokens / PICO_PER_UNIT) as u64, params.ms_for(full - tokens), store)
+}
+
+/// `RL.TOKENBUCKET key capacity rate now [n]`, and `TOKENBUCKET` in a limit
+/// spec.
+pub struct TokenBucket;
+
+impl Kind for TokenBucket {
+    const NAME: &'static CStr = c"TOKENBUCKET";
+    type Params = Params;
+
+    fn run(params: &Params, call: Call, value: Option<Value>) -> Result<Outcome, Error> {
+        let stored = fixed(value, |f| if let Fixed::TokenBucket(s) = f { Some(s) } else { None })?;
+        let verdict = call.run([decide, refund], stored, params);
+        Ok(Outcome::of(verdict, params.capacity, Fixed::TokenBucket))
+    }
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! - a short sliding log and a few leases: their varints, compact, in one
 //!   allocation of at most `compact::MAX` bytes (read into a `Log` or
 //!   `Leases` on each call, written back after a change);
-//! - everything else (wide buckets and counts, long logs, many leases):
-//!   an `Other`, whose tag word costs little beside such a state.
+//! - everything else (wide buckets and counts, a kind without a layout of
+//!   its own as its RDB record, long logs, many leases): an `Other`, whose
+//!   tag word costs little beside such a state.
 //!
 //! `Stored` owns a value; `StoredRef` and `StoredMut` borrow one that Redis
 //! holds, for as long as their lifetime says, shared or exclusive. All the
@@ -28,6 +29,7 @@ use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_
 use crate::stats;
 
 use super::compact;
+use super::rdb::FixedRecord;
 use super::value::{Fixed, Items, Owned, Value};
 
 /// The layouts a value's word names in its low bits.
@@ -54,31 +56,19 @@ struct Narrow {
     last_us: u64,
 }
 
-/// A larger bucket: its pico-units in two 64-bit halves.
-#[derive(Clone, Copy)]
-struct Wide {
-    high: u64,
-    low: u64,
-    last_us: u64,
-}
-
-/// A bucket's amount and time, narrow when the amount fits 64 bits.
-fn bucket(amount: u128, last_us: u64) -> Result<Narrow, Wide> {
-    match u64::try_from(amount) {
-        Ok(amount) => Ok(Narrow { amount, last_us }),
-        Err(_) => Err(Wide { high: (amount >> 64) as u64, low: amount as u64, last_us }),
-    }
-}
-
 impl Narrow {
+    /// Whether a bucket's amount fits.
+    fn fits(amount: u128) -> bool {
+        amount <= u128::from(u64::MAX)
+    }
+
+    /// A bucket's amount and time, when the amount `fits`.
+    fn of(amount: u128, last_us: u64) -> Narrow {
+        Narrow { amount: amount as u64, last_us }
+    }
+
     fn amount(&self) -> (u128, u64) {
         (self.amount.into(), self.last_us)
-    }
-}
-
-impl Wide {
-    fn amount(&self) -> (u128, u64) {
-        ((u128::from(self.high) << 64) | u128::from(self.low), self.last_us)
     }
 }
 
@@ -92,12 +82,14 @@ struct NarrowWindow {
 }
 
 impl NarrowWindow {
-    fn of(s: sliding_window::State) -> Option<NarrowWindow> {
-        let (previous, current) = (u32::try_from(s.previous).ok()?, u32::try_from(s.current).ok()?);
-        Some(NarrowWindow {
-            last_us: s.last_us,
-            counts: u64::from(previous) << 32 | u64::from(current),
-        })
+    /// Whether a window's counts fit.
+    fn fits(s: &sliding_window::State) -> bool {
+        s.previous <= u32::MAX.into() && s.current <= u32::MAX.into()
+    }
+
+    /// A window, when its counts `fit`.
+    fn of(s: sliding_window::State) -> NarrowWindow {
+        NarrowWindow { last_us: s.last_us, counts: s.previous << 32 | s.current }
     }
 
     fn state(&self) -> sliding_window::State {
@@ -112,11 +104,13 @@ const INLINE_THROTTLE_NS: u64 = 1 << 61;
 /// Every state without a layout of its own: 32 bytes, a log or leases
 /// boxed (their buffers dwarf the box).
 enum Other {
-    WideTokenBucket(Wide),
-    WideLeakyBucket(Wide),
-    WideSlidingWindow(sliding_window::State),
-    /// An arrival time after 2043.
-    Throttle(gcra::State),
+    /// A fixed state (a wide bucket or window, an arrival time after 2043,
+    /// a kind with no tag), as its RDB record: its fields here, beside the
+    /// enum's tag, keep the whole in 32 bytes.
+    Fixed {
+        kind: u8,
+        fields: [u64; 3],
+    },
     Log(Box<Log>),
     Leases(Box<Leases>),
 }
@@ -124,16 +118,10 @@ enum Other {
 impl Other {
     fn view(&self) -> Value<'_> {
         match self {
-            Other::WideTokenBucket(wide) => {
-                let (tokens, last_us) = wide.amount();
-                Value::Fixed(Fixed::TokenBucket(token_bucket::State { tokens, last_us }))
+            &Other::Fixed { kind, fields } => {
+                let record = FixedRecord { kind, fields };
+                Value::Fixed(record.state().expect("the record of a state a call stored"))
             }
-            Other::WideLeakyBucket(wide) => {
-                let (level, last_us) = wide.amount();
-                Value::Fixed(Fixed::LeakyBucket(leaky_bucket::State { level, last_us }))
-            }
-            Other::WideSlidingWindow(s) => Value::Fixed(Fixed::SlidingWindow(*s)),
-            Other::Throttle(s) => Value::Fixed(Fixed::Throttle(*s)),
             Other::Log(log) => Value::Log(Cow::Borrowed(&**log)),
             Other::Leases(leases) => Value::Leases(Cow::Borrowed(&**leases)),
         }
@@ -142,9 +130,9 @@ impl Other {
     /// Bytes it holds beyond its own size.
     fn heap_bytes(&self) -> usize {
         match self {
+            Other::Fixed { .. } => 0,
             Other::Log(log) => size_of::<Log>() + log.heap_bytes(),
             Other::Leases(leases) => size_of::<Leases>() + leases.heap_bytes(),
-            _ => 0,
         }
     }
 }
@@ -271,27 +259,28 @@ fn compact_word<T: Compact>(state: T) -> *mut c_void {
     }
 }
 
-/// The word of a new fixed state, in its layout.
+/// The word of a new fixed state: in its own layout when it has one that
+/// holds it, else as its RDB record.
 fn fixed_word(fixed: Fixed) -> *mut c_void {
     match fixed {
-        Fixed::TokenBucket(s) => match bucket(s.tokens, s.last_us) {
-            Ok(narrow) => tagged(tag::TOKEN_BUCKET, narrow),
-            Err(wide) => tagged(tag::OTHER, Other::WideTokenBucket(wide)),
-        },
-        Fixed::LeakyBucket(s) => match bucket(s.level, s.last_us) {
-            Ok(narrow) => tagged(tag::LEAKY_BUCKET, narrow),
-            Err(wide) => tagged(tag::OTHER, Other::WideLeakyBucket(wide)),
-        },
+        Fixed::TokenBucket(s) if Narrow::fits(s.tokens) => {
+            tagged(tag::TOKEN_BUCKET, Narrow::of(s.tokens, s.last_us))
+        }
+        Fixed::LeakyBucket(s) if Narrow::fits(s.level) => {
+            tagged(tag::LEAKY_BUCKET, Narrow::of(s.level, s.last_us))
+        }
         Fixed::FixedWindow(s) => tagged(tag::FIXED_WINDOW, s),
-        Fixed::SlidingWindow(s) => match NarrowWindow::of(s) {
-            Some(narrow) => tagged(tag::SLIDING_WINDOW, narrow),
-            None => tagged(tag::OTHER, Other::WideSlidingWindow(s)),
-        },
+        Fixed::SlidingWindow(s) if NarrowWindow::fits(&s) => {
+            tagged(tag::SLIDING_WINDOW, NarrowWindow::of(s))
+        }
         // A state is at least MIN_EMISSION_NS: the word is never null.
         Fixed::Throttle(s) if s.tat_ns < INLINE_THROTTLE_NS => {
             std::ptr::without_provenance_mut((s.tat_ns as usize) << 3 | tag::THROTTLE)
         }
-        Fixed::Throttle(s) => tagged(tag::OTHER, Other::Throttle(s)),
+        _ => {
+            let FixedRecord { kind, fields } = FixedRecord::of(&fixed);
+            tagged(tag::OTHER, Other::Fixed { kind, fields })
+        }
     }
 }
 
@@ -499,36 +488,23 @@ impl<'a> StoredMut<'a> {
     /// else in a new one, freeing the old.
     pub fn put(&mut self, fixed: Fixed) {
         // SAFETY: each arm writes the layout its tag names.
-        let in_place = unsafe {
+        unsafe {
             match (tag_of(*self.word), fixed) {
-                (tag::TOKEN_BUCKET, Fixed::TokenBucket(s)) => {
-                    bucket(s.tokens, s.last_us).map(|b| *self.state_mut() = b).is_ok()
+                (tag::TOKEN_BUCKET, Fixed::TokenBucket(s)) if Narrow::fits(s.tokens) => {
+                    *self.state_mut() = Narrow::of(s.tokens, s.last_us)
                 }
-                (tag::LEAKY_BUCKET, Fixed::LeakyBucket(s)) => {
-                    bucket(s.level, s.last_us).map(|b| *self.state_mut() = b).is_ok()
+                (tag::LEAKY_BUCKET, Fixed::LeakyBucket(s)) if Narrow::fits(s.level) => {
+                    *self.state_mut() = Narrow::of(s.level, s.last_us)
                 }
-                (tag::FIXED_WINDOW, Fixed::FixedWindow(s)) => {
-                    *self.state_mut() = s;
-                    true
+                (tag::FIXED_WINDOW, Fixed::FixedWindow(s)) => *self.state_mut() = s,
+                (tag::SLIDING_WINDOW, Fixed::SlidingWindow(s)) if NarrowWindow::fits(&s) => {
+                    *self.state_mut() = NarrowWindow::of(s)
                 }
-                (tag::SLIDING_WINDOW, Fixed::SlidingWindow(s)) => {
-                    NarrowWindow::of(s).map(|narrow| *self.state_mut() = narrow).is_some()
-                }
-                (tag::OTHER, fixed) => match (self.state_mut::<Other>(), fixed) {
-                    (Other::WideTokenBucket(wide), Fixed::TokenBucket(s)) => {
-                        bucket(s.tokens, s.last_us).map_err(|b| *wide = b).is_err()
-                    }
-                    (Other::WideLeakyBucket(wide), Fixed::LeakyBucket(s)) => {
-                        bucket(s.level, s.last_us).map_err(|b| *wide = b).is_err()
-                    }
-                    _ => false,
-                },
-                // RL.THROTTLE's state is the word: a new word, no allocation.
-                _ => false,
+                // RL.THROTTLE's state is the word, and an `Other` (rare)
+                // takes a new one: no allocation for the former, one of 32
+                // bytes for the latter.
+                _ => self.relayout(fixed_word(fixed)),
             }
-        };
-        if !in_place {
-            self.relayout(fixed_word(fixed));
         }
     }
 

@@ -8,26 +8,20 @@ use std::borrow::Cow;
 use crate::algorithms::concurrency::Leases;
 use crate::algorithms::sliding_log::Log;
 
-use super::value::{Fixed, Owned, Value};
+use super::value::{Fixed, FixedKind, Owned, Value};
 
 /// RDB encoding version. 1 held only token buckets; 2 added the other
 /// algorithms; 3 the wide buckets and RL.THROTTLE's state; 4 adds the
 /// concurrency limits' leases (a loader of 3 refuses the version).
 pub const ENCODING_VERSION: i32 = 4;
 
-/// The kind numbers of the RDB encoding: stored in files, never renumbered.
-pub mod kind {
-    pub const THROTTLE: u64 = 0;
-    pub const TOKEN_BUCKET: u64 = 1;
-    pub const LEAKY_BUCKET: u64 = 2;
-    pub const FIXED_WINDOW: u64 = 3;
-    pub const SLIDING_WINDOW: u64 = 4;
-    pub const SLIDING_LOG: u64 = 5;
-    /// Buckets of more than 18,446,744 units (pico-units past 64 bits).
-    pub const WIDE_TOKEN_BUCKET: u64 = 6;
-    pub const WIDE_LEAKY_BUCKET: u64 = 7;
-    pub const CONCURRENCY: u64 = 8;
-}
+/// The kind numbers of the states of many items, beside those of the fixed
+/// kinds (`Fixed::KINDS`). Stored in files: never renumbered or reused.
+pub const SLIDING_LOG: u64 = 5;
+pub const CONCURRENCY: u64 = 8;
+
+/// The encoding version that added the wide buckets' kind numbers.
+const WIDE_SINCE: i32 = 3;
 
 /// A value as RDB holds it: its kind, its integers, and the bytes of a
 /// log's runs or of leases.
@@ -40,103 +34,170 @@ pub struct Record<'a> {
 
 /// How many integers follow a kind in RDB, and whether runs follow them.
 pub fn layout(encver: i32, kind: u64) -> Option<(usize, bool)> {
-    use kind::*;
     // Redis hands over a newer encoding too (a RESTORE from a newer module).
     if !(1..=ENCODING_VERSION).contains(&encver) {
         return None;
     }
     match kind {
-        TOKEN_BUCKET => Some((2, false)),
-        LEAKY_BUCKET | FIXED_WINDOW if encver >= 2 => Some((2, false)),
-        SLIDING_WINDOW if encver >= 2 => Some((3, false)),
-        SLIDING_LOG if encver >= 2 => Some((3, true)),
-        WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET if encver >= 3 => Some((3, false)),
-        THROTTLE if encver >= 3 => Some((1, false)),
-        CONCURRENCY if encver >= 4 => Some((3, true)),
-        _ => None,
+        SLIDING_LOG => (encver >= 2).then_some((3, true)),
+        CONCURRENCY => (encver >= 4).then_some((3, true)),
+        _ => {
+            let (fixed, wide) = fixed_kind(u8::try_from(kind).ok()?)?;
+            let since = if wide { WIDE_SINCE } else { fixed.since };
+            (encver >= since).then_some((fixed.fields + usize::from(wide), false))
+        }
     }
 }
 
-/// A bucket's record: narrow (`amount last_us`) when its pico-units fit
-/// 64 bits, else wide (`high low last_us`).
-fn bucket(narrow: u64, wide: u64, amount: u128, last_us: u64) -> (u64, Vec<u64>) {
-    match u64::try_from(amount) {
-        Ok(amount) => (narrow, vec![amount, last_us]),
-        Err(_) => (wide, vec![(amount >> 64) as u64, amount as u64, last_us]),
+/// The fixed kind numbered `number` in RDB, and whether that is its wide
+/// number.
+fn fixed_kind(number: u8) -> Option<(&'static FixedKind, bool)> {
+    let kinds: &'static [FixedKind] = &Fixed::KINDS;
+    kinds.iter().find_map(|kind| {
+        if number == kind.rdb {
+            Some((kind, false))
+        } else {
+            (Some(number) == kind.wide).then_some((kind, true))
+        }
+    })
+}
+
+/// A fixed state's record, on the stack: its kind number and its integers
+/// (0 past its kind's count). A `layout::Other` keeps the states without a
+/// layout of their own so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedRecord {
+    pub kind: u8,
+    pub fields: [u64; 3],
+}
+
+impl FixedRecord {
+    /// `fixed`'s record: its fields, each in 64 bits; a bucket's first
+    /// (pico-units) in two halves, under its wide number, when it must be.
+    pub fn of(fixed: &Fixed) -> FixedRecord {
+        let (kind, [first, second, third]) = (fixed.kind(), fixed.fields().1);
+        // Every field but a bucket's first fits 64 bits.
+        match kind.wide.filter(|_| first > u128::from(u64::MAX)) {
+            Some(wide) => FixedRecord {
+                kind: wide,
+                fields: [(first >> 64) as u64, first as u64, second as u64],
+            },
+            None => {
+                FixedRecord { kind: kind.rdb, fields: [first as u64, second as u64, third as u64] }
+            }
+        }
+    }
+
+    /// The record of kind `kind` with `fields`, when it is a fixed kind's
+    /// and they are as many as it has.
+    pub fn new(kind: u64, fields: &[u64]) -> Option<FixedRecord> {
+        let mut record = FixedRecord { kind: u8::try_from(kind).ok()?, fields: [0; 3] };
+        if fields.len() != record.len()? {
+            return None;
+        }
+        record.fields[..fields.len()].copy_from_slice(fields);
+        Some(record)
+    }
+
+    /// How many integers a record of its kind holds, when it is a fixed
+    /// kind's.
+    fn len(&self) -> Option<usize> {
+        fixed_kind(self.kind).map(|(fixed, wide)| fixed.fields + usize::from(wide))
+    }
+
+    /// Its integers.
+    pub fn fields(&self) -> &[u64] {
+        &self.fields[..self.len().unwrap_or(0)]
+    }
+
+    /// The state it holds, when a call could have stored it.
+    pub fn state(&self) -> Option<Fixed> {
+        let (fixed, wide) = fixed_kind(self.kind)?;
+        let [first, second, third] = self.fields.map(u128::from);
+        let fields = if wide { [first << 64 | second, third, 0] } else { [first, second, third] };
+        fixed.state(&fields[..fixed.fields])
     }
 }
 
 pub fn encode<'a>(value: &'a Value) -> Record<'a> {
-    let (kind, fields) = match value {
-        Value::Fixed(Fixed::TokenBucket(s)) => {
-            bucket(kind::TOKEN_BUCKET, kind::WIDE_TOKEN_BUCKET, s.tokens, s.last_us)
+    match value {
+        Value::Fixed(fixed) => {
+            let record = FixedRecord::of(fixed);
+            Record { kind: record.kind.into(), fields: record.fields().to_vec(), runs: None }
         }
-        Value::Fixed(Fixed::LeakyBucket(s)) => {
-            bucket(kind::LEAKY_BUCKET, kind::WIDE_LEAKY_BUCKET, s.level, s.last_us)
-        }
-        Value::Fixed(Fixed::FixedWindow(s)) => (kind::FIXED_WINDOW, vec![s.last_us, s.count]),
-        Value::Fixed(Fixed::SlidingWindow(s)) => {
-            (kind::SLIDING_WINDOW, vec![s.last_us, s.previous, s.current])
-        }
-        Value::Fixed(Fixed::Throttle(s)) => (kind::THROTTLE, vec![s.tat_ns]),
         Value::Log(log) => {
             let fields = vec![log.first_us, log.last_us, log.total];
-            let runs = Some(log.canonical_runs());
-            return Record { kind: kind::SLIDING_LOG, fields, runs };
+            Record { kind: SLIDING_LOG, fields, runs: Some(log.canonical_runs()) }
         }
         Value::Leases(leases) => {
             let fields = vec![leases.last_us, leases.next_id, leases.held.len() as u64];
-            let runs = Some(Cow::Owned(leases.encode()));
-            return Record { kind: kind::CONCURRENCY, fields, runs };
+            Record { kind: CONCURRENCY, fields, runs: Some(Cow::Owned(leases.encode())) }
         }
-    };
-    Record { kind, fields, runs: None }
+    }
 }
 
 /// The state a record holds, when it is exactly what `encode` writes for
 /// a state some call could have stored; else `None`.
 pub fn decode(encver: i32, record: &Record) -> Option<Owned> {
-    use kind::*;
     let (count, has_runs) = layout(encver, record.kind)?;
     if record.fields.len() != count || record.runs.is_some() != has_runs {
         return None;
     }
     let f = &record.fields;
-    let joined = |high: u64, low: u64| (u128::from(high) << 64) | u128::from(low);
-    let fields: Vec<u128> = match record.kind {
-        SLIDING_LOG => {
-            let log = Log::decode(f[0], f[1], f[2], record.runs.as_deref()?)?;
-            return Some(Owned::Log(log));
+    match record.kind {
+        SLIDING_LOG => Log::decode(f[0], f[1], f[2], record.runs.as_deref()?).map(Owned::Log),
+        CONCURRENCY => Leases::decode(f[0], f[1], f[2], record.runs.as_deref()?).map(Owned::Leases),
+        kind => {
+            let fixed = FixedRecord::new(kind, f)?.state()?;
+            // One encoding per state: a bucket is wide only when it must be.
+            (u64::from(FixedRecord::of(&fixed).kind) == kind).then_some(Owned::Fixed(fixed))
         }
-        CONCURRENCY => {
-            let leases = Leases::decode(f[0], f[1], f[2], record.runs.as_deref()?)?;
-            return Some(Owned::Leases(leases));
-        }
-        WIDE_TOKEN_BUCKET | WIDE_LEAKY_BUCKET => vec![joined(f[0], f[1]), f[2].into()],
-        _ => f.iter().map(|&field| field.into()).collect(),
-    };
-    let name = match record.kind {
-        TOKEN_BUCKET | WIDE_TOKEN_BUCKET => c"TOKENBUCKET",
-        LEAKY_BUCKET | WIDE_LEAKY_BUCKET => c"LEAKYBUCKET",
-        FIXED_WINDOW => c"FIXEDWINDOW",
-        SLIDING_WINDOW => c"SLIDINGWINDOW",
-        _ => c"THROTTLE",
-    };
-    let owned = Owned::Fixed(Fixed::from_fields(name.to_bytes(), &fields)?);
-    // One encoding per state: a bucket is wide only when it must be.
-    (encode(&owned.view()).kind == record.kind).then_some(owned)
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::CStr;
+
     use proptest::prelude::*;
 
-    use super::kind::*;
     use super::*;
     use crate::algorithms::{MAX_TIME_US, MAX_UNITS, PICO_PER_UNIT};
     use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_bucket};
 
     const MAX_PICO: u128 = MAX_UNITS as u128 * PICO_PER_UNIT;
+
+    // The numbers files hold, never to change.
+    const THROTTLE: u64 = 0;
+    const TOKEN_BUCKET: u64 = 1;
+    const LEAKY_BUCKET: u64 = 2;
+    const FIXED_WINDOW: u64 = 3;
+    const SLIDING_WINDOW: u64 = 4;
+    const WIDE_TOKEN_BUCKET: u64 = 6;
+    const WIDE_LEAKY_BUCKET: u64 = 7;
+
+    #[test]
+    fn kind_numbers_are_as_files_hold_them_and_differ() {
+        let numbers = |name: &CStr| {
+            let kind = Fixed::KINDS.iter().find(|kind| kind.name == name).unwrap();
+            (u64::from(kind.rdb), kind.wide.map(u64::from))
+        };
+        assert_eq!(numbers(c"THROTTLE"), (THROTTLE, None));
+        assert_eq!(numbers(c"TOKENBUCKET"), (TOKEN_BUCKET, Some(WIDE_TOKEN_BUCKET)));
+        assert_eq!(numbers(c"LEAKYBUCKET"), (LEAKY_BUCKET, Some(WIDE_LEAKY_BUCKET)));
+        assert_eq!(numbers(c"FIXEDWINDOW"), (FIXED_WINDOW, None));
+        assert_eq!(numbers(c"SLIDINGWINDOW"), (SLIDING_WINDOW, None));
+        let mut all: Vec<u64> = vec![SLIDING_LOG, CONCURRENCY];
+        for kind in Fixed::KINDS {
+            all.extend([kind.rdb].into_iter().chain(kind.wide).map(u64::from));
+            // A record holds at most three integers.
+            assert!(kind.fields + usize::from(kind.wide.is_some()) <= 3, "{:?}", kind.name);
+        }
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), count, "a kind number taken twice");
+    }
 
     /// `encode`'s record, owning its bytes.
     fn encoded(value: Value) -> Record<'static> {
@@ -256,8 +317,8 @@ mod tests {
         fn producible_states_round_trip(fixed in any_fixed()) {
             let owned = Owned::Fixed(fixed);
             prop_assert_eq!(round_trip(&owned), Some(owned.clone()));
-            let (fields, count) = fixed.fields();
-            prop_assert_eq!(Owned::from_setstate(fixed.name().to_bytes(), &fields[..count]), Some(owned));
+            let (kind, fields) = (fixed.kind(), fixed.fields().1);
+            prop_assert_eq!(Owned::from_setstate(kind.name.to_bytes(), &fields[..kind.fields]), Some(owned));
         }
 
         /// Any other record is refused: decoding accepts exactly the

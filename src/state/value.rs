@@ -11,7 +11,9 @@ use crate::algorithms::sliding_log::Log;
 use crate::algorithms::{fixed_window, gcra, leaky_bucket, sliding_window, token_bucket};
 
 /// A state made of a few integers: every algorithm but the sliding log and
-/// the concurrency limit.
+/// the concurrency limit. Each kind is declared once: its variant here, its
+/// row in `Fixed::KINDS` and its arm in `Fixed::fields`; RL.SETSTATE, RDB,
+/// the AOF and the memory layout follow from them.
 #[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fixed {
@@ -21,6 +23,129 @@ pub enum Fixed {
     SlidingWindow(sliding_window::State),
     /// RL.THROTTLE's GCRA.
     Throttle(gcra::State),
+}
+
+/// A kind of fixed state, as RL.SETSTATE and RDB write it.
+#[derive(Clone, Copy)]
+pub struct FixedKind {
+    /// Its name in RL.SETSTATE (the algorithm's).
+    pub name: &'static CStr,
+    /// How many fields it has, each at most 64 bits but the first.
+    pub fields: usize,
+    /// Its kind number in RDB, and the RDB encoding version that added it.
+    /// Stored in files: never renumbered or reused (`rdb` tests that the
+    /// numbers differ).
+    pub rdb: u8,
+    pub since: i32,
+    /// For a bucket, whose first field passes 64 bits beyond 18,446,744
+    /// units: the RDB kind number that holds that field in two halves.
+    pub wide: Option<u8>,
+    /// The state of its fields (0 past `fields`), when a call could have
+    /// stored it.
+    of: fn([u128; 3]) -> Option<Fixed>,
+}
+
+impl Fixed {
+    /// Every kind, in the variants' order.
+    pub const KINDS: [FixedKind; 5] = [
+        FixedKind {
+            name: c"TOKENBUCKET",
+            fields: 2,
+            rdb: 1,
+            since: 1,
+            wide: Some(6),
+            of: |[tokens, last, _]| {
+                let state = token_bucket::State { tokens, last_us: word(last)? };
+                state.is_valid().then_some(Fixed::TokenBucket(state))
+            },
+        },
+        FixedKind {
+            name: c"LEAKYBUCKET",
+            fields: 2,
+            rdb: 2,
+            since: 2,
+            wide: Some(7),
+            of: |[level, last, _]| {
+                let state = leaky_bucket::State { level, last_us: word(last)? };
+                state.is_valid().then_some(Fixed::LeakyBucket(state))
+            },
+        },
+        FixedKind {
+            name: c"FIXEDWINDOW",
+            fields: 2,
+            rdb: 3,
+            since: 2,
+            wide: None,
+            of: |[last, count, _]| {
+                let state = fixed_window::State { last_us: word(last)?, count: word(count)? };
+                state.is_valid().then_some(Fixed::FixedWindow(state))
+            },
+        },
+        FixedKind {
+            name: c"SLIDINGWINDOW",
+            fields: 3,
+            rdb: 4,
+            since: 2,
+            wide: None,
+            of: |[last, previous, current]| {
+                let (last_us, previous, current) = (word(last)?, word(previous)?, word(current)?);
+                let state = sliding_window::State { last_us, previous, current };
+                state.is_valid().then_some(Fixed::SlidingWindow(state))
+            },
+        },
+        FixedKind {
+            name: c"THROTTLE",
+            fields: 1,
+            rdb: 0,
+            since: 3,
+            wide: None,
+            of: |[tat, _, _]| {
+                let state = gcra::State { tat_ns: word(tat)? };
+                state.is_valid().then_some(Fixed::Throttle(state))
+            },
+        },
+    ];
+
+    /// Its kind's place in `KINDS`, and its fields (0 past the kind's).
+    pub fn fields(&self) -> (usize, [u128; 3]) {
+        match *self {
+            Fixed::TokenBucket(s) => (0, [s.tokens, s.last_us.into(), 0]),
+            Fixed::LeakyBucket(s) => (1, [s.level, s.last_us.into(), 0]),
+            Fixed::FixedWindow(s) => (2, [s.last_us.into(), s.count.into(), 0]),
+            Fixed::SlidingWindow(s) => (3, [s.last_us.into(), s.previous.into(), s.current.into()]),
+            Fixed::Throttle(s) => (4, [s.tat_ns.into(), 0, 0]),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> &'static FixedKind {
+        &Fixed::KINDS[self.fields().0]
+    }
+
+    /// The state of RL.SETSTATE's `name field...`, when a call could have
+    /// stored it.
+    pub fn from_fields(name: &[u8], fields: &[u128]) -> Option<Fixed> {
+        let kinds: &'static [FixedKind] = &Fixed::KINDS;
+        kinds.iter().find(|kind| name.eq_ignore_ascii_case(kind.name.to_bytes()))?.state(fields)
+    }
+}
+
+impl FixedKind {
+    /// The state of `fields`, when they are as many as this kind has and a
+    /// call could have stored it.
+    pub fn state(&self, fields: &[u128]) -> Option<Fixed> {
+        if fields.len() != self.fields {
+            return None;
+        }
+        let mut all = [0; 3];
+        all[..fields.len()].copy_from_slice(fields);
+        (self.of)(all)
+    }
+}
+
+/// A field that holds a time or a count: 64 bits.
+fn word(field: u128) -> Option<u64> {
+    u64::try_from(field).ok()
 }
 
 /// A key's state as the commands read it: borrowed from the value, or
@@ -38,78 +163,6 @@ pub enum Owned {
     Fixed(Fixed),
     Log(Log),
     Leases(Leases),
-}
-
-impl Fixed {
-    /// Its name in RL.SETSTATE (the algorithm's).
-    pub fn name(&self) -> &'static CStr {
-        Fixed::NAMES[self.kind()]
-    }
-
-    /// The names of the kinds, by `kind()`.
-    pub const NAMES: [&'static CStr; 5] =
-        [c"TOKENBUCKET", c"LEAKYBUCKET", c"FIXEDWINDOW", c"SLIDINGWINDOW", c"THROTTLE"];
-
-    /// Its kind's place in `NAMES`.
-    pub fn kind(&self) -> usize {
-        match self {
-            Fixed::TokenBucket(_) => 0,
-            Fixed::LeakyBucket(_) => 1,
-            Fixed::FixedWindow(_) => 2,
-            Fixed::SlidingWindow(_) => 3,
-            Fixed::Throttle(_) => 4,
-        }
-    }
-
-    /// Its fields in RL.SETSTATE, and how many there are.
-    pub fn fields(&self) -> ([u128; 3], usize) {
-        match *self {
-            Fixed::TokenBucket(s) => ([s.tokens, s.last_us.into(), 0], 2),
-            Fixed::LeakyBucket(s) => ([s.level, s.last_us.into(), 0], 2),
-            Fixed::FixedWindow(s) => ([s.last_us.into(), s.count.into(), 0], 2),
-            Fixed::SlidingWindow(s) => ([s.last_us.into(), s.previous.into(), s.current.into()], 3),
-            Fixed::Throttle(s) => ([s.tat_ns.into(), 0, 0], 1),
-        }
-    }
-
-    /// The state of RL.SETSTATE's `name field...`, when a call could have
-    /// stored it.
-    pub fn from_fields(name: &[u8], fields: &[u128]) -> Option<Fixed> {
-        let time = |field: u128| u64::try_from(field).ok();
-        let count = |field: u128| u64::try_from(field).ok();
-        let is = |fixed: &CStr| name.eq_ignore_ascii_case(fixed.to_bytes());
-        let fixed = match *fields {
-            [tokens, last] if is(c"TOKENBUCKET") => {
-                Fixed::TokenBucket(token_bucket::State { tokens, last_us: time(last)? })
-            }
-            [level, last] if is(c"LEAKYBUCKET") => {
-                Fixed::LeakyBucket(leaky_bucket::State { level, last_us: time(last)? })
-            }
-            [last, n] if is(c"FIXEDWINDOW") => {
-                Fixed::FixedWindow(fixed_window::State { last_us: time(last)?, count: count(n)? })
-            }
-            [last, previous, current] if is(c"SLIDINGWINDOW") => {
-                Fixed::SlidingWindow(sliding_window::State {
-                    last_us: time(last)?,
-                    previous: count(previous)?,
-                    current: count(current)?,
-                })
-            }
-            [tat] if is(c"THROTTLE") => Fixed::Throttle(gcra::State { tat_ns: time(tat)? }),
-            _ => return None,
-        };
-        fixed.is_valid().then_some(fixed)
-    }
-
-    fn is_valid(&self) -> bool {
-        match self {
-            Fixed::TokenBucket(s) => s.is_valid(),
-            Fixed::LeakyBucket(s) => s.is_valid(),
-            Fixed::FixedWindow(s) => s.is_valid(),
-            Fixed::SlidingWindow(s) => s.is_valid(),
-            Fixed::Throttle(s) => s.is_valid(),
-        }
-    }
 }
 
 impl Value<'_> {
@@ -139,6 +192,8 @@ impl Owned {
         Fixed::from_fields(name, fields).map(Owned::Fixed)
     }
 
+    /// The state, borrowed as a key's is (the tests' way to encode one).
+    #[cfg(test)]
     pub fn view(&self) -> Value<'_> {
         match self {
             Owned::Fixed(fixed) => Value::Fixed(*fixed),
@@ -201,8 +256,8 @@ pub fn setstate_commands<'a>(value: &'a Value) -> impl Iterator<Item = Vec<Strin
     type Items<'a> = Box<dyn Iterator<Item = u64> + 'a>;
     let (name, header, items, width): (&CStr, Vec<u128>, Items<'a>, usize) = match value {
         Value::Fixed(fixed) => {
-            let (fields, count) = fixed.fields();
-            (fixed.name(), fields[..count].to_vec(), Box::new(std::iter::empty()), 1)
+            let (kind, fields) = (fixed.kind(), fixed.fields().1);
+            (kind.name, fields[..kind.fields].to_vec(), Box::new(std::iter::empty()), 1)
         }
         Value::Log(log) => {
             (c"SLIDINGLOG", vec![], Box::new(log.runs().flat_map(<[u64; 2]>::from)), 2)
