@@ -101,7 +101,7 @@ count_once() {
   callgrind_annotate --inclusive=yes "$file" 2>/dev/null | awk '
     /PROGRAM TOTALS/ { gsub(",", "", $1); whole = $1 }
     index($0, "???:call [") { gsub(",", "", $1); call = $1 }
-    END { print whole + 0, call + 0 }'
+    END { printf "%.0f %.0f\n", whole, call }'
 }
 
 # numbered CALLS COMMAND: the command once for each of the keys 0..CALLS-1,
