@@ -14,7 +14,8 @@
 # Script mode's rows (seed, fcall, evalsha) call lua/ratelimit.lua as the
 # clients do, through FCALL of its library and through EVALSHA, on the
 # bench's script rows (scripts/bench.sh), beside the seed's token bucket
-# (lua/token_bucket.lua) with its time given; each is also printed over the
+# (lua/token_bucket.lua) with its time given; each, and the module's
+# RL.TOKENBUCKET, RL.FIXEDWINDOW and RL.MULTI, is also printed over the
 # seed's row of the same path (issue 32's goals: under FCALL 1.5x, RL.MULTI
 # of two limits 2x; under EVALSHA 3x; * past the goal). A script call costs
 # some ten times a module call, so these rows take SCRIPT_N1 and SCRIPT_N2
@@ -145,6 +146,9 @@ deny_th() { cli RL.THROTTLE th:one 0 1 1000000; }
 set_get() { cli SET get:one 1; }
 warm_lb() { keys 'RL.LEAKYBUCKET lb:%s 1000000 0.001 * 1'; }
 warm_fw() { keys 'RL.FIXEDWINDOW fw:%s 1000000 1000000000 * 1'; }
+deny_fw() { cli RL.FIXEDWINDOW fw:one 1 1000000000 '*' 1; }
+warm_multi() { keys 'RL.MULTI 2 {m%s}:a {m%s}:b * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1'; }
+deny_multi() { cli RL.MULTI 2 '{mone}:a' '{mone}:b' '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1; }
 warm_sw() { keys 'RL.SLIDINGWINDOW sw:%s 1000000 1000000000 * 1'; }
 warm_sl() { keys 'RL.SLIDINGLOG sl:%s 1000000 1000000000 * 1'; }
 warm_cc() { keys 'RL.ACQUIRE cc:%s 1000000 1000000000 * 1'; }
@@ -236,20 +240,20 @@ script_rows() {
 ratios() {
   [ -s "$out/rows" ] && grep -q '^Lua EVALSHA (seed)' "$out/rows" || return 0
   echo
-  echo "script mode over the seed's token bucket, same path (call(), whole server; * past the goal):"
+  echo "the module and script mode over the seed's token bucket, same path (call(), whole server; * past the goal):"
   echo
   echo "| command, path | call() | whole server |"
   echo "|---|---|---|"
   awk -F'\t' '
-    $1 ~ /^Lua EVALSHA \(seed\)/ { split($1, p, ", "); seed_w[p[2]] = $2; seed_c[p[2]] = $3; next }
-    $1 ~ /^script / {
+    NR == FNR { if ($1 ~ /^Lua EVALSHA \(seed\)/) { split($1, p, ", "); seed_w[p[2]] = $2; seed_c[p[2]] = $3 }; next }
+    $1 ~ /^(script |RL\.(TOKENBUCKET|FIXEDWINDOW|MULTI))/ {
       n = split($1, p, ", "); path = p[n]
       if (path ~ /warm|lease/) path = "1000 warm keys"
       if (!(path in seed_c)) next
-      goal = $1 ~ /EVALSHA/ ? 3 : ($1 ~ /MULTI/ ? 2 : 1.5)
+      goal = $1 !~ /^script/ ? 1e9 : $1 ~ /EVALSHA/ ? 3 : ($1 ~ /MULTI/ ? 2 : 1.5)
       c = $3 / seed_c[path]; w = $2 / seed_w[path]
       printf "| %s | %.2fx%s | %.2fx%s |\n", $1, c, (c > goal ? " *" : ""), w, (w > goal ? " *" : "")
-    }' "$out/rows"
+    }' "$out/rows" "$out/rows"
 }
 
 cases=${CASES:-tb gcra ref other seed fcall evalsha}
@@ -287,7 +291,13 @@ for c in $cases; do
       row "RL.FIXEDWINDOW, 1000 warm keys" 1000 warm_fw RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, 1000 warm keys" 1000 warm_sw RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
-      row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1 ;;
+      row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.FIXEDWINDOW, one key denied" 1 deny_fw RL.FIXEDWINDOW fw:one 1 1000000000 '*' 1
+      multi="TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1"
+      row "RL.MULTI (2 limits), new keys" 100000 none RL.MULTI 2 "{m__rand_int__}:a" "{m__rand_int__}:b" '*' $multi
+      row "RL.MULTI (2 limits), 1000 warm keys" 1000 warm_multi RL.MULTI 2 "{m__rand_int__}:a" "{m__rand_int__}:b" '*' $multi
+      row "RL.MULTI (2 limits), one key denied" 1 deny_multi \
+        RL.MULTI 2 "{mone}:a" "{mone}:b" '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1 ;;
     seed)
       row "Lua EVALSHA (seed), new keys" 100000 scripts \
         EVALSHA "$seed_sha" 1 lua:__rand_int__ 1000000 0.001 $seed_now 1
