@@ -19,7 +19,7 @@
 # seed's row of the same path (issue 32's goals: under FCALL 1.5x, RL.MULTI
 # of two limits 2x; under EVALSHA 3x; * past the goal). A script call costs
 # some ten times a module call, so these rows take SCRIPT_N1 and SCRIPT_N2
-# calls (default 1000 and 5000).
+# calls (default 500 and 2500).
 #
 #   REDIS_SERVER=path   the server (default: redis-server); GCRA rows when
 #                       it has the command
@@ -36,7 +36,7 @@ server=${REDIS_SERVER:-redis-server}
 module=$PWD/target/release/libredis_ratelimit.so
 port=${INSTRUCTIONS_PORT:-6391}
 n1=${N1:-5000} n2=${N2:-25000}
-script_n1=${SCRIPT_N1:-1000} script_n2=${SCRIPT_N2:-5000}
+script_n1=${SCRIPT_N1:-500} script_n2=${SCRIPT_N2:-2500}
 out=$(mktemp -d)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 cli() { redis-cli -p "$port" "$@" >/dev/null; }
