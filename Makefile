@@ -116,7 +116,8 @@ bench-clients: build
 
 # Instructions per call under valgrind on the bench's three paths: the
 # same figure for the same build on a busy or an idle machine
-# (scripts/instructions.sh; REDIS_SERVER picks the server; about 3 minutes).
+# (scripts/instructions.sh; REDIS_SERVER picks the server; about 3 minutes
+# for the module's rows, some 15 more for script mode's; ONLY picks rows).
 instructions: build
 	@WITH_VALGRIND=1 scripts/install-deps.sh
 	scripts/instructions.sh

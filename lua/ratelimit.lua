@@ -107,7 +107,7 @@ end
 -- Shared helpers ------------------------------------------------------------
 -- Errors, numbers, arguments, stored fields, the server's clock.
 
-local function base(part)
+local function base(part, lasting)
     local find, sub, byte, format = string.find, string.sub, string.byte, string.format
     local fmod, floor, tonumber = math.fmod, math.floor, tonumber
 
@@ -332,13 +332,14 @@ local function base(part)
     end
 
     -- Unix microseconds now: `*`, the server's clock, or a decimal.
+    -- Writes after TIME are replicated by their effects: Redis 6.2 may be
+    -- set to replicate scripts verbatim, so a script asks for effects;
+    -- functions always replicate effects, and skip the call.
+    local replicate = not lasting and redis.replicate_commands
     local function now(s)
         if s == '*' then
-            -- Writes after TIME are replicated by their effects (Redis 6.2
-            -- may be set to replicate scripts verbatim; 7 and later and
-            -- functions always do this).
-            if redis.replicate_commands then
-                redis.replicate_commands()
+            if replicate then
+                replicate()
             end
             local t = redis.call('TIME')
             return note(tonumber(t[1]) * 1000000 + tonumber(t[2]))
@@ -371,12 +372,13 @@ local function base(part)
     end
 
     -- The new state, expiring when the limiter is fresh again; no key
-    -- when it is fresh already.
+    -- when it is fresh already. (PX in decimal: Redis would write a number
+    -- argument with %.17g, a slower printf.)
     local function write(key, value, reset_ms)
         if reset_ms == 0 then
             redis.call('DEL', key)
         else
-            redis.call('SET', key, value, 'PX', reset_ms)
+            redis.call('SET', key, value, 'PX', format('%d', reset_ms))
         end
     end
 

@@ -11,18 +11,33 @@
 # `call()`, Redis's own function around the command, which is what
 # usec_per_call times.
 #
+# Script mode's rows (seed, fcall, evalsha) call lua/ratelimit.lua as the
+# clients do, through FCALL of its library and through EVALSHA, on the
+# bench's script rows (scripts/bench.sh), beside the seed's token bucket
+# (lua/token_bucket.lua) with its time given; each, and the module's
+# RL.TOKENBUCKET, RL.FIXEDWINDOW and RL.MULTI, is also printed over the
+# seed's row of the same path (issue 32's goals: under FCALL 1.5x, RL.MULTI
+# of two limits 2x; under EVALSHA 3x; * past the goal). A script call costs
+# some ten times a module call, so these rows take SCRIPT_N1 and SCRIPT_N2
+# calls (default 500 and 2500).
+#
 #   REDIS_SERVER=path   the server (default: redis-server); GCRA rows when
 #                       it has the command
 #   MODULE=path         the module (default: target/release's build)
-#   CASES="tb gcra ref other sl multi"   which rows (default: all that
-#                       apply)
+#   CASES="tb gcra ref other sl multi seed fcall evalsha"   which rows
+#                       (default: all that apply)
+#   ONLY=regex          only the rows whose label matches
 set -euo pipefail
+# No globbing: the commands' `*` (now from the server's clock) is an
+# argument, however it is expanded.
+set -f
 cd "$(dirname "$0")/.."
 
 server=${REDIS_SERVER:-redis-server}
 module=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 port=${INSTRUCTIONS_PORT:-6391}
 n1=${N1:-5000} n2=${N2:-25000}
+script_n1=${SCRIPT_N1:-500} script_n2=${SCRIPT_N2:-2500}
 out=$(mktemp -d)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 cli() { redis-cli -p "$port" "$@" >/dev/null; }
@@ -51,7 +66,7 @@ count() {
 count_once() {
   local calls=$1 range=$2 prepare=$3 pid file waited=0
   shift 3
-  rm -f "$out"/cg.*
+  find "$out" -name 'cg.*' -delete
   valgrind --tool=callgrind --callgrind-out-file="$out/cg.%p" "$server" --port "$port" \
     --bind 127.0.0.1 --save "" --appendonly no --timeout 0 --loadmodule "$module" >"$out/server.log" 2>&1 &
   pid=$!
@@ -65,8 +80,17 @@ count_once() {
       return 1
     fi
   done
-  $prepare
-  if ! redis-benchmark -p "$port" -c 1 -n "$calls" -P 16 -r "$range" "$@" >"$out/bench.log" 2>&1 \
+  eval "$prepare"
+  if [ "$range" = seq ]; then
+    # One call on each of the keys 0..calls-1, in order (redis-cli --pipe).
+    numbered "$calls" "$*" | redis-cli -p "$port" --pipe >"$out/bench.log" 2>&1 || true
+    if ! grep -q "errors: 0, replies: $calls" "$out/bench.log"; then
+      cat "$out/bench.log" >&2
+      cli shutdown nosave || kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      return 1
+    fi
+  elif ! redis-benchmark -p "$port" -c 1 -n "$calls" -P 16 -r "$range" "$@" >"$out/bench.log" 2>&1 \
      || grep -q "aborting" "$out/bench.log"; then
     cat "$out/bench.log" >&2
     cli shutdown nosave || kill "$pid" 2>/dev/null || true
@@ -75,29 +99,45 @@ count_once() {
   fi
   cli shutdown nosave || true
   wait "$pid" || true
-  file=$(ls "$out"/cg.*)
+  file=$(find "$out" -name 'cg.*')
   callgrind_annotate --inclusive=yes "$file" 2>/dev/null | awk '
     /PROGRAM TOTALS/ { gsub(",", "", $1); whole = $1 }
     index($0, "???:call [") { gsub(",", "", $1); call = $1 }
-    END { print whole + 0, call + 0 }'
+    END { printf "%.0f %.0f\n", whole, call }'
 }
 
-# row LABEL RANGE PREPARE COMMAND...
+# numbered CALLS COMMAND: the command once for each of the keys 0..CALLS-1,
+# __seq__ their number (as redis-benchmark spells __rand_int__), one inline
+# command a line for redis-cli --pipe.
+numbered() {
+  awk -v line="$2" -v n="$1" 'BEGIN { for (i = 0; i < n; i++) {
+      l = line; gsub(/__seq__/, sprintf("%012d", i), l); printf "%s\r\n", l } }'
+}
+
+# row LABEL RANGE PREPARE COMMAND...: prints the row and keeps its figures
+# in $out/rows (label, whole, call()) for the ratios.
 row() {
-  local label=$1 w1 c1 w2 c2
+  local label=$1 w1 c1 w2 c2 a=$n1 b=$n2
   shift
+  if [ -n "${ONLY:-}" ] && ! grep -Eq -- "$ONLY" <<<"$label"; then return; fi
+  case $label in "Lua "* | "script "*) a=$script_n1 b=$script_n2 ;; esac
   local first second
-  first=$(count "$n1" "$@") && second=$(count "$n2" "$@") || exit 1
+  first=$(count "$a" "$@") && second=$(count "$b" "$@") || exit 1
   read -r w1 c1 <<<"$first"
   read -r w2 c2 <<<"$second"
-  local calls=$((n2 - n1))
-  printf '| %s | %d | %d |\n' "$label" $(((w2 - w1) / calls)) $(((c2 - c1) / calls))
+  local calls=$((b - a)) whole call
+  whole=$(((w2 - w1) / calls)) call=$(((c2 - c1) / calls))
+  printf '| %s | %d | %d |\n' "$label" "$whole" "$call"
+  printf '%s\t%d\t%d\n' "$label" "$whole" "$call" >>"$out/rows"
 }
 
 # What prepares a path: nothing, 1000 warm keys (named as redis-benchmark
 # names them), or one exhausted key. The parameters are the bench's.
 none() { :; }
-keys() { for i in $(seq 0 999); do printf "$1\n" "$(printf %012d "$i")"; done | redis-cli -p "$port" >/dev/null; }
+keys() {
+  awk -v line="$1" 'BEGIN { for (i = 0; i < 1000; i++) {
+      l = line; gsub(/%s/, sprintf("%012d", i), l); print l } }' | redis-cli -p "$port" >/dev/null
+}
 warm_tb() { keys 'RL.TOKENBUCKET tb:%s 1000000 0.001 * 1'; }
 deny_tb() { cli RL.TOKENBUCKET tb:one 1 0.000001 '*' 1; }
 warm_gcra() { keys 'GCRA gcra:%s 100000 1 1000'; }
@@ -107,16 +147,35 @@ deny_th() { cli RL.THROTTLE th:one 0 1 1000000; }
 set_get() { cli SET get:one 1; }
 warm_lb() { keys 'RL.LEAKYBUCKET lb:%s 1000000 0.001 * 1'; }
 warm_fw() { keys 'RL.FIXEDWINDOW fw:%s 1000000 1000000000 * 1'; }
+deny_fw() { cli RL.FIXEDWINDOW fw:one 1 1000000000 '*' 1; }
+warm_multi() { keys 'RL.MULTI 2 {m%s}:a {m%s}:b * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1'; }
+deny_multi() { cli RL.MULTI 2 '{mone}:a' '{mone}:b' '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1; }
 warm_sw() { keys 'RL.SLIDINGWINDOW sw:%s 1000000 1000000000 * 1'; }
 warm_sl() { keys 'RL.SLIDINGLOG sl:%s 1000000 1000000000 * 1'; }
 warm_cc() { keys 'RL.ACQUIRE cc:%s 1000000 1000000000 * 1'; }
 deny_sl() { cli RL.SLIDINGLOG sl:one 1 1000000000 '*' 1; }
-warm_multi() {
-  for i in $(seq -f %012g 0 999); do
-    echo "RL.MULTI 2 ma:$i mb:$i * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1"
-  done | redis-cli -p "$port" >/dev/null
+
+# Script mode: the seed's script and lua/ratelimit.lua loaded as the
+# clients load them (SCRIPT LOAD, and FUNCTION LOAD of the library with its
+# two header lines), then what prepares the path, named as redis-benchmark
+# names the keys, called as the row is.
+seed_sha=$(sha1sum lua/token_bucket.lua | cut -c1-40)
+script_sha=$(sha1sum lua/ratelimit.lua | cut -c1-40)
+library=ratelimit_${script_sha:0:12}
+seed_now=1700000000.000
+scripts() {
+  redis-cli -p "$port" -x script load <lua/token_bucket.lua >/dev/null
+  redis-cli -p "$port" -x script load <lua/ratelimit.lua >/dev/null
+  { printf '#!lua name=%s\nlocal RATELIMIT_FUNCTION = %s\n' "$library" "'$library'"
+    cat lua/ratelimit.lua; } | redis-cli -p "$port" -x function load >/dev/null
 }
-deny_multi() { cli RL.MULTI 2 ma:one mb:one '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1; }
+# script_keys COMMAND: the scripts, then COMMAND on the 1000 keys.
+script_keys() { scripts; keys "$1"; }
+# script_once COMMAND: the scripts, then COMMAND once.
+script_once() { scripts; redis-cli -p "$port" "$@" >/dev/null; }
+# script_seq COMMAND: the scripts, then COMMAND on SCRIPT_N2 keys
+# (__seq__), as many in each run.
+script_seq() { scripts; numbered "$script_n2" "$1" | redis-cli -p "$port" --pipe >/dev/null; }
 
 gcra=0
 if "$server" --port "$port" --bind 127.0.0.1 --save "" --daemonize yes \
@@ -128,9 +187,81 @@ fi
 cli shutdown nosave || true
 while redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 
-cases=${CASES:-tb gcra ref other sl multi}
+# script_rows FORM CALL: every command of script mode called as CALL, with
+# the bench's script rows' parameters (scripts/bench.sh).
+script_rows() {
+  local form=$1 call=$2 k algorithm
+  k=s${form:0:1}
+  local tb="RL.TOKENBUCKET 1000000 0.001 * 1" tb_deny="RL.TOKENBUCKET 1 0.000001 * 1"
+  row "script $form RL.TOKENBUCKET, new keys" 100000 scripts $call 1 ${k}tb:__rand_int__ $tb
+  row "script $form RL.TOKENBUCKET, 1000 warm keys" 1000 "script_keys '$call 1 ${k}tb:%s $tb'" \
+    $call 1 ${k}tb:__rand_int__ $tb
+  row "script $form RL.TOKENBUCKET, one key denied" 1 "script_once $call 1 ${k}tb:one $tb_deny" \
+    $call 1 ${k}tb:one $tb_deny
+  row "script $form RL.TOKENBUCKET (now given), 1000 warm keys" 1000 \
+    "script_keys '$call 1 ${k}tn:%s RL.TOKENBUCKET 1000000 0.001 $seed_now 1'" \
+    $call 1 ${k}tn:__rand_int__ RL.TOKENBUCKET 1000000 0.001 $seed_now 1
+  row "script $form RL.LEAKYBUCKET, 1000 warm keys" 1000 \
+    "script_keys '$call 1 ${k}lb:%s RL.LEAKYBUCKET 1000000 0.001 * 1'" \
+    $call 1 ${k}lb:__rand_int__ RL.LEAKYBUCKET 1000000 0.001 '*' 1
+  for algorithm in FIXEDWINDOW SLIDINGWINDOW SLIDINGLOG; do
+    row "script $form RL.$algorithm, 1000 warm keys" 1000 \
+      "script_keys '$call 1 ${k}${algorithm,,}:%s RL.$algorithm 1000000 1000000000 * 1'" \
+      $call 1 ${k}${algorithm,,}:__rand_int__ RL.$algorithm 1000000 1000000000 '*' 1
+  done
+  row "script $form RL.FIXEDWINDOW, one key denied" 1 \
+    "script_once $call 1 ${k}fw:one RL.FIXEDWINDOW 1 1000000000 '*' 1" \
+    $call 1 ${k}fw:one RL.FIXEDWINDOW 1 1000000000 '*' 1
+  local multi="TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1"
+  row "script $form RL.MULTI (2 limits), new keys" 100000 scripts \
+    $call 2 "{${k}m__rand_int__}:a" "{${k}m__rand_int__}:b" RL.MULTI '*' $multi
+  row "script $form RL.MULTI (2 limits), 1000 warm keys" 1000 \
+    "script_keys '$call 2 {${k}m%s}:a {${k}m%s}:b RL.MULTI * $multi'" \
+    $call 2 "{${k}m__rand_int__}:a" "{${k}m__rand_int__}:b" RL.MULTI '*' $multi
+  row "script $form RL.MULTI (2 limits), one key denied" 1 \
+    "script_once $call 2 {${k}mone}:a {${k}mone}:b RL.MULTI '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1" \
+    $call 2 "{${k}mone}:a" "{${k}mone}:b" RL.MULTI '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1
+  row "script $form RL.PEEK, 1000 warm keys" 1000 "script_keys '$call 1 ${k}pk:%s $tb'" \
+    $call 1 ${k}pk:__rand_int__ RL.PEEK TOKENBUCKET 1000000 0.001 '*' 1
+  row "script $form RL.REFUND, 1000 warm keys" 1000 \
+    "script_keys '$call 1 ${k}rf:%s RL.TOKENBUCKET 1000000 0.001 * 1000'" \
+    $call 1 ${k}rf:__rand_int__ RL.REFUND TOKENBUCKET 1000000 0.001 '*' 1
+  row "script $form RL.ACQUIRE, 1000 warm keys" 1000 \
+    "script_keys '$call 1 ${k}cc:%s RL.ACQUIRE 1000000 1000000000 * 1'" \
+    $call 1 ${k}cc:__rand_int__ RL.ACQUIRE 1000000 1000000000 '*' 1
+  row "script $form RL.RELEASE, one lease a key" seq \
+    "script_seq '$call 1 ${k}rl:__seq__ RL.ACQUIRE 1000000 1000000000 * 1'" \
+    $call 1 ${k}rl:__seq__ RL.RELEASE 1 '*'
+  row "script $form RL.RENEW, 1000 warm keys" 1000 \
+    "script_keys '$call 1 ${k}rn:%s RL.ACQUIRE 1000000 1000000000 * 1'" \
+    $call 1 ${k}rn:__rand_int__ RL.RENEW 1 1000000000 '*'
+}
+
+# ratios: each script row's call() and whole-server figures over the
+# seed's of the same path, against issue 32's goals.
+ratios() {
+  [ -s "$out/rows" ] && grep -q '^Lua EVALSHA (seed)' "$out/rows" || return 0
+  echo
+  echo "the module and script mode over the seed's token bucket, same path (call(), whole server; * past the goal):"
+  echo
+  echo "| command, path | call() | whole server |"
+  echo "|---|---|---|"
+  awk -F'\t' '
+    NR == FNR { if ($1 ~ /^Lua EVALSHA \(seed\)/) { split($1, p, ", "); seed_w[p[2]] = $2; seed_c[p[2]] = $3 }; next }
+    $1 ~ /^(script |RL\.(TOKENBUCKET|FIXEDWINDOW|MULTI))/ {
+      n = split($1, p, ", "); path = p[n]
+      if (path ~ /warm|lease/) path = "1000 warm keys"
+      if (!(path in seed_c)) next
+      goal = $1 !~ /^script/ ? 1e9 : $1 ~ /EVALSHA/ ? 3 : ($1 ~ /MULTI/ ? 2 : 1.5)
+      c = $3 / seed_c[path]; w = $2 / seed_w[path]
+      printf "| %s | %.2fx%s | %.2fx%s |\n", $1, c, (c > goal ? " *" : ""), w, (w > goal ? " *" : "")
+    }' "$out/rows" "$out/rows"
+}
+
+cases=${CASES:-tb gcra ref other sl multi seed fcall evalsha}
 echo "instructions per call, $("$server" --version | cut -d' ' -f1-3), valgrind callgrind,"
-echo "the difference of $n1 and $n2 calls (redis-benchmark -c 1 -P 16):"
+echo "the difference of $n1 and $n2 calls (script mode's rows: $script_n1 and $script_n2;"
+echo "redis-benchmark -c 1 -P 16, RL.RELEASE through redis-cli --pipe):"
 echo
 echo "| command, path | whole server | call() |"
 echo "|---|---|---|"
@@ -160,14 +291,29 @@ for c in $cases; do
       row "RL.LEAKYBUCKET, 1000 warm keys" 1000 warm_lb RL.LEAKYBUCKET lb:__rand_int__ 1000000 0.001 '*' 1
       row "RL.FIXEDWINDOW, 1000 warm keys" 1000 warm_fw RL.FIXEDWINDOW fw:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGWINDOW, 1000 warm keys" 1000 warm_sw RL.SLIDINGWINDOW sw:__rand_int__ 1000000 1000000000 '*' 1
-      row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1 ;;
+      row "RL.ACQUIRE, 1000 warm keys" 1000 warm_cc RL.ACQUIRE cc:__rand_int__ 1000000 1000000000 '*' 1
+      row "RL.FIXEDWINDOW, one key denied" 1 deny_fw RL.FIXEDWINDOW fw:one 1 1000000000 '*' 1 ;;
     sl)
       row "RL.SLIDINGLOG, new keys" 100000 none RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGLOG, 1000 warm keys" 1000 warm_sl RL.SLIDINGLOG sl:__rand_int__ 1000000 1000000000 '*' 1
       row "RL.SLIDINGLOG, one key denied" 1 deny_sl RL.SLIDINGLOG sl:one 1 1000000000 '*' 1 ;;
     multi)
-      row "RL.MULTI (2 limits), new keys" 100000 none RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ '*' TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1
-      row "RL.MULTI (2 limits), 1000 warm keys" 1000 warm_multi RL.MULTI 2 ma:__rand_int__ mb:__rand_int__ '*' TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1
-      row "RL.MULTI (2 limits), one key denied" 1 deny_multi RL.MULTI 2 ma:one mb:one '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1 ;;
+      multi="TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1"
+      row "RL.MULTI (2 limits), new keys" 100000 none RL.MULTI 2 "{m__rand_int__}:a" "{m__rand_int__}:b" '*' $multi
+      row "RL.MULTI (2 limits), 1000 warm keys" 1000 warm_multi RL.MULTI 2 "{m__rand_int__}:a" "{m__rand_int__}:b" '*' $multi
+      row "RL.MULTI (2 limits), one key denied" 1 deny_multi \
+        RL.MULTI 2 "{mone}:a" "{mone}:b" '*' TOKENBUCKET 1 0.000001 1 FIXEDWINDOW 1 1000000000 1 ;;
+    seed)
+      row "Lua EVALSHA (seed), new keys" 100000 scripts \
+        EVALSHA "$seed_sha" 1 lua:__rand_int__ 1000000 0.001 $seed_now 1
+      row "Lua EVALSHA (seed), 1000 warm keys" 1000 \
+        "script_keys 'EVALSHA $seed_sha 1 lua:%s 1000000 0.001 $seed_now 1'" \
+        EVALSHA "$seed_sha" 1 lua:__rand_int__ 1000000 0.001 $seed_now 1
+      row "Lua EVALSHA (seed), one key denied" 1 \
+        "script_once EVALSHA $seed_sha 1 lua:one 1 0.000001 $seed_now 1" \
+        EVALSHA "$seed_sha" 1 lua:one 1 0.000001 $seed_now 1 ;;
+    fcall) script_rows FCALL "FCALL $library" ;;
+    evalsha) script_rows EVALSHA "EVALSHA $script_sha" ;;
   esac
 done
+ratios
