@@ -9,7 +9,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { createLimiter, RateLimiterUnavailable, type Decision, type LimiterOptions } from '../src/index.js';
 import { SINGLE, type AppClient } from './clients.js';
 import { MODES } from './modes.js';
-import { RedisServer } from './servers.js';
+import { RedisServer, until } from './servers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Req = { ip: string; user?: string; tokens?: number };
@@ -326,6 +326,58 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       const badLimit = limiter({ limits: { limit: async () => 0, rate: 1 } });
       await assert.rejects(badLimit.check({ ip: '10.0.0.5' }), /^RateLimitConfigError: default: limit: must be an integer from 1 to 9007199254740991 \(got 0\)$/);
       assert.deepEqual(lines, []);
+    });
+
+    test('READONLY, a primary demoted by a failover: Redis unavailable by onUnavailable, one log line, never a server error', async () => {
+      await server.cli('config', 'set', 'repl-diskless-sync-delay', '0'); // the replica syncs at once, not after 5 s
+      // Script mode: the library is loaded on the primary (FCALL) and replicated with the key.
+      assert.equal((await limiter({ limits: { limit: 10, rate: 0.001 } }).check({ ip: '10.0.6.1' }))?.limits[0].remaining, 9);
+      const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(server.port)], withModule);
+      const onReplica = await connect(replica);
+      const made: { close(): void }[] = [];
+      // Three checks on the replica by each policy: each refused or passed, one log line for the first.
+      const checks = async (scriptCall: 'auto' | 'evalsha') => {
+        const lines: string[] = [];
+        for (const onUnavailable of ['closed', 'open'] as const) {
+          const check = createLimiter<Req>({ redis: onReplica.client, mode, scriptCall, limits: { limit: 10, rate: 0.001, onUnavailable }, log: (line) => lines.push(line) });
+          made.push(check);
+          for (let i = 0; i < 3; i++) {
+            const decision = check.check({ ip: '10.0.6.1' });
+            if (onUnavailable === 'closed') await assert.rejects(decision, RateLimiterUnavailable);
+            else assert.equal(await decision, null);
+          }
+        }
+        return lines;
+      };
+      const refused = (handling: string) => new RegExp(`^rate limiter unavailable: (ERR )?READONLY You can't write against a read only replica\\..* \\(${handling}; Redis is tried again in a second\\)$`);
+      try {
+        await until('the replica\'s copy of the key', async () => (await replica.cli('dbsize')) === '1');
+        // Module mode: RL.MULTI refused. Script mode: FCALL refused, or with EVALSHA (EVAL) the library's write refused.
+        for (const scriptCall of mode === 'script' ? (['auto', 'evalsha'] as const) : (['auto'] as const)) {
+          const lines = await checks(scriptCall);
+          assert.equal(lines.length, 2, lines.join('\n'));
+          assert.match(lines[0], refused('refusing it'));
+          assert.match(lines[1], refused('letting the request through'));
+        }
+        if (mode === 'script') {
+          // A replica without the library refuses FUNCTION LOAD: EVALSHA there, said once, as before; then the write refused.
+          await server.cli('function', 'flush');
+          await until('the replica\'s FUNCTION FLUSH', async () => (await replica.cli('function', 'list')) === '');
+          const lines = await checks('auto');
+          const fellBack = /^rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: READONLY You can't write against a read only replica\.$/;
+          assert.equal(lines.length, 4, lines.join('\n')); // each limiter's own
+          assert.match(lines[0], fellBack);
+          assert.match(lines[1], refused('refusing it'));
+          assert.match(lines[2], fellBack);
+          assert.match(lines[3], refused('letting the request through'));
+        }
+        assert.equal(await replica.cli('dbsize'), '1');
+        assert.equal((await limiter({ limits: { limit: 10, rate: 0.001 } }).check({ ip: '10.0.6.1' }))?.limits[0].remaining, 8); // nothing taken
+      } finally {
+        for (const check of made) check.close();
+        await onReplica.close();
+        await replica.stop();
+      }
     });
 
     test('no answer in time: fail open, and the paused call never charges later', async () => {
