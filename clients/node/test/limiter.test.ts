@@ -457,6 +457,35 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       });
     }
 
+    test('after a timeout the next calls go on a new connection; the timed-out one is closed once its late reply is read and undone; close() leaves none', async () => {
+      // The ids of the limiter's connections: those that were not there before it (the app's, other tests' limiters).
+      const ids = async () => [...(await server.cli('client', 'list')).matchAll(/^id=(\d+) .* cmd=(\S+)/gm)].filter(([, , cmd]) => cmd !== 'client|list').map(([, id]) => id);
+      const others = new Set(await ids());
+      const ours = async () => (await ids()).filter((id) => !others.has(id));
+      const check = limiter({ key: () => 'fresh', timeoutMs: 300, limits: { limit: 10, rate: 0.001 }, log: () => {} });
+      assert.equal((await check.check({ ip: '10.0.7.1' }))?.limits[0].remaining, 9);
+      const first = await ours();
+      assert.equal(first.length, 1);
+      const { done } = await server.busyFor(1500);
+      assert.equal(await check.check({ ip: '10.0.7.1' }), null); // no answer in 300 ms
+      await sleep(1000); // the probe is due: on a new connection, not behind the late reply
+      const probe = await check.check({ ip: '10.0.7.1' }); // null when it timed out too on this machine
+      await done;
+      // The timed-out connection closed; one open at most (the probe's, or the one the probe's late undo opened).
+      await until('the timed-out connection closed, at most one open', async () => {
+        const now = await ours();
+        return !now.includes(first[0]) && now.length <= 1;
+      }, 5000);
+      // The late check undone: the first check's unit and the probe's only, then this one's.
+      assert.equal((await check.check({ ip: '10.0.7.1' }))?.limits[0].remaining, probe === null ? 8 : 7);
+      // close() closes them all, a connection still waiting for a late reply among them.
+      const { done: again } = await server.busyFor(1000);
+      assert.equal(await check.check({ ip: '10.0.7.2' }), null);
+      check.close();
+      await again;
+      await until('no connection of the limiter open', async () => (await ours()).length === 0, 5000);
+    });
+
     test('Redis stopped: a refused connection fails at once, Redis is tried at most once a second, limiting resumes within a second of its return', async () => {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 5000, log: (line) => lines.push(line) });
