@@ -52,12 +52,19 @@ export class Link {
 
   /**
    * Redis could not answer: the probe is due in a second, on a fresh
-   * connection (a timed-out one was set aside already).
+   * connection. One that only timed out is set aside, still read for the
+   * late replies (set aside here, once the check is over, so that the
+   * other slots of a cluster check gave back what they took on it first).
    */
   failed(error: unknown) {
     this.retryAt = performance.now() + RETRY_MS;
     this.probing = false;
-    if (!(error instanceof RedisTimeout) && this.connection) this.drop(this.connection);
+    const connection = this.connection;
+    if (!connection) return;
+    if (!(error instanceof RedisTimeout) || !this.inFlight.has(connection)) return this.drop(connection);
+    this.connection = undefined;
+    this.ready = undefined;
+    this.setAside.add(connection);
   }
 
   /** The connection once it can take commands. */
@@ -98,7 +105,6 @@ export class Link {
     this.track(sending, work);
     return this.deadlines.within(work, () => {
       this.awaitLate(sending, work, late);
-      this.setAsideIfCurrent(sending);
       return new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`);
     });
   }
@@ -112,13 +118,6 @@ export class Link {
       if (this.setAside.has(connection)) this.drop(connection);
     };
     work.then(settled, settled);
-  }
-
-  private setAsideIfCurrent(connection: Connection) {
-    if (this.connection !== connection) return;
-    this.connection = undefined;
-    this.ready = undefined;
-    this.setAside.add(connection);
   }
 
   /** A timed-out call's reply, handed to `late` when it comes; after LATE_MS without one, its connection is closed. */
