@@ -216,7 +216,7 @@ export class Limiter<Req = any> {
     return this.link;
   }
 
-  /** Closes the limiter's own connection. */
+  /** Closes the limiter's own connections for good; checks after it get onUnavailable. */
   close() {
     this.link.close();
   }
@@ -272,7 +272,7 @@ export class Limiter<Req = any> {
   private async acrossSlots(charges: Charge[], groups: Charge[][]) {
     const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
     const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-    // A timeout first: its connection is kept, so the late reply of that slot is still read and undone.
+    // A timeout first: the late reply of that slot is still read and undone.
     const failures = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
     const failure = failures.find((f) => f.reason instanceof RedisTimeout) ?? failures[0];
     const allowed = failure === undefined && replies.every((reply) => reply.allowed);

@@ -4,7 +4,10 @@
 // and until one answers, requests get the onUnavailable policy without a
 // call. A call that timed out still runs when Redis gets to it (closing
 // the connection would not stop what Redis has read already): its reply is
-// read when it comes, so that what it took can be given back.
+// read when it comes, so that what it took can be given back. Its
+// connection is set aside for that and closed once nothing is awaited on
+// it; the next calls go on a new one, so a connection that hangs (a peer
+// gone without a reset) holds nothing up past the next probe.
 
 import { Deadlines } from './deadlines.js';
 import type { ModeSwitch } from './mode.js';
@@ -49,18 +52,28 @@ export class Link {
 
   /**
    * Redis could not answer: the probe is due in a second, on a fresh
-   * connection unless this one only timed out (its late replies are still
-   * read there).
+   * connection. One that only timed out is set aside, still read for the
+   * late replies (set aside here, once the check is over, so that the
+   * other slots of a cluster check gave back what they took on it first).
    */
   failed(error: unknown) {
     this.retryAt = performance.now() + RETRY_MS;
     this.probing = false;
-    if (!(error instanceof RedisTimeout)) this.close();
+    const connection = this.connection;
+    if (!connection) return;
+    if (!(error instanceof RedisTimeout) || !this.inFlight.has(connection)) return this.drop(connection);
+    this.connection = undefined;
+    this.ready = undefined;
+    this.setAside.add(connection);
   }
 
   /** The connection once it can take commands. */
   private ready: Connection | undefined;
   private readonly deadlines: Deadlines;
+  /** Calls sent and not answered yet, per connection. */
+  private readonly inFlight = new Map<Connection, number>();
+  /** Connections set aside after a timeout, closed once nothing is in flight on them. */
+  private readonly setAside = new Set<Connection>();
 
   constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {
     this.deadlines = new Deadlines(timeoutMs);
@@ -72,6 +85,8 @@ export class Link {
    * LATE_MS) goes to `late`, which gives back what the call took.
    */
   send(key: string, args: string[], late?: (reply: unknown) => void): Promise<unknown> {
+    // Closed: nothing opens again (a late reply's undo included); Redis counts as unavailable.
+    if (this.closed) return Promise.reject(new Error('the rate limiter was closed'));
     let connection = this.connection;
     if (!connection) {
       const opened = (connection = this.connection = this.kind.open());
@@ -87,10 +102,22 @@ export class Link {
     } catch (error) {
       work = Promise.reject(error);
     }
+    this.track(sending, work);
     return this.deadlines.within(work, () => {
       this.awaitLate(sending, work, late);
       return new RedisTimeout(`no answer from Redis within ${this.timeoutMs} ms`);
     });
+  }
+
+  private track(connection: Connection, work: Promise<unknown>) {
+    this.inFlight.set(connection, (this.inFlight.get(connection) ?? 0) + 1);
+    const settled = () => {
+      const left = (this.inFlight.get(connection) ?? 1) - 1;
+      if (left > 0) return this.inFlight.set(connection, left);
+      this.inFlight.delete(connection);
+      if (this.setAside.has(connection)) this.drop(connection);
+    };
+    work.then(settled, settled);
   }
 
   /** A timed-out call's reply, handed to `late` when it comes; after LATE_MS without one, its connection is closed. */
@@ -109,10 +136,16 @@ export class Link {
   private drop(connection: Connection) {
     if (this.connection === connection) this.connection = undefined;
     if (this.ready === connection) this.ready = undefined;
+    this.setAside.delete(connection);
     connection.close();
   }
 
+  private closed = false;
+
+  /** Closes every connection, those still awaiting late replies too, for good. */
   close() {
+    this.closed = true;
+    for (const connection of [...this.setAside]) this.drop(connection);
     if (this.connection) this.drop(this.connection);
   }
 }

@@ -199,8 +199,12 @@ export function clientKind(redis: unknown): ClientKind {
   throw new RateLimitConfigError('redis', 'is not a client this library knows: pass a node-redis or ioredis client');
 }
 
-/** Error replies that mean "not now" rather than "wrong call". */
-const UNAVAILABLE_REPLIES = ['LOADING', 'BUSY', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN', 'MOVED', 'ASK'];
+/**
+ * Error replies that mean "not now" rather than "wrong call". READONLY: a
+ * primary demoted by a failover, which the limiter still talks to (the
+ * command did not run there).
+ */
+const UNAVAILABLE_REPLIES = ['LOADING', 'BUSY', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN', 'MOVED', 'ASK', 'READONLY'];
 
 /**
  * Redis answered, but the call cannot work as the server is set up (the
@@ -230,7 +234,16 @@ function isReply(error: unknown): boolean {
 export function isErrorReply(error: unknown): boolean {
   if (error instanceof RateLimitModeError) return true;
   const code = replyCode(error);
-  return code !== undefined && !UNAVAILABLE_REPLIES.includes(code);
+  return code !== undefined && !UNAVAILABLE_REPLIES.includes(code) && !UNAVAILABLE_REPLIES.includes(scriptErrorCode(error) ?? '');
+}
+
+/**
+ * The code of a Redis error raised inside the Lua library: on Redis 7.0 it
+ * comes back as `ERR <code> ... script: ...` (the library raises it again
+ * as text, which Redis prefixes with ERR), as when a replica refuses its write.
+ */
+function scriptErrorCode(error: unknown): string | undefined {
+  return /^ERR ([A-Z]+) .* script: /s.exec(String((error as Error).message))?.[1];
 }
 
 /** The error code of an error reply (`ERR`, `NOSCRIPT`, `WRONGTYPE`...), undefined for other failures. */

@@ -9,7 +9,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { createLimiter, RateLimiterUnavailable, type Decision, type LimiterOptions } from '../src/index.js';
 import { SINGLE, type AppClient } from './clients.js';
 import { MODES } from './modes.js';
-import { RedisServer } from './servers.js';
+import { RedisServer, until } from './servers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Req = { ip: string; user?: string; tokens?: number };
@@ -328,6 +328,58 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.deepEqual(lines, []);
     });
 
+    test('READONLY, a primary demoted by a failover: Redis unavailable by onUnavailable, one log line, never a server error', async () => {
+      await server.cli('config', 'set', 'repl-diskless-sync-delay', '0'); // the replica syncs at once, not after 5 s
+      // Script mode: the library is loaded on the primary (FCALL) and replicated with the key.
+      assert.equal((await limiter({ limits: { limit: 10, rate: 0.001 } }).check({ ip: '10.0.6.1' }))?.limits[0].remaining, 9);
+      const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(server.port)], withModule);
+      const onReplica = await connect(replica);
+      const made: { close(): void }[] = [];
+      // Three checks on the replica by each policy: each refused or passed, one log line for the first.
+      const checks = async (scriptCall: 'auto' | 'evalsha') => {
+        const lines: string[] = [];
+        for (const onUnavailable of ['closed', 'open'] as const) {
+          const check = createLimiter<Req>({ redis: onReplica.client, mode, scriptCall, limits: { limit: 10, rate: 0.001, onUnavailable }, log: (line) => lines.push(line) });
+          made.push(check);
+          for (let i = 0; i < 3; i++) {
+            const decision = check.check({ ip: '10.0.6.1' });
+            if (onUnavailable === 'closed') await assert.rejects(decision, RateLimiterUnavailable);
+            else assert.equal(await decision, null);
+          }
+        }
+        return lines;
+      };
+      const refused = (handling: string) => new RegExp(`^rate limiter unavailable: (ERR )?READONLY You can't write against a read only replica\\..* \\(${handling}; Redis is tried again in a second\\)$`);
+      try {
+        await until('the replica\'s copy of the key', async () => (await replica.cli('dbsize')) === '1');
+        // Module mode: RL.MULTI refused. Script mode: FCALL refused, or with EVALSHA (EVAL) the library's write refused.
+        for (const scriptCall of mode === 'script' ? (['auto', 'evalsha'] as const) : (['auto'] as const)) {
+          const lines = await checks(scriptCall);
+          assert.equal(lines.length, 2, lines.join('\n'));
+          assert.match(lines[0], refused('refusing it'));
+          assert.match(lines[1], refused('letting the request through'));
+        }
+        if (mode === 'script') {
+          // A replica without the library refuses FUNCTION LOAD: EVALSHA there, said once, as before; then the write refused.
+          await server.cli('function', 'flush');
+          await until('the replica\'s FUNCTION FLUSH', async () => (await replica.cli('function', 'list')) === '');
+          const lines = await checks('auto');
+          const fellBack = /^rate limiter: script mode calls the Lua library with EVALSHA, not FCALL, where Redis Functions are refused: READONLY You can't write against a read only replica\.$/;
+          assert.equal(lines.length, 4, lines.join('\n')); // each limiter's own
+          assert.match(lines[0], fellBack);
+          assert.match(lines[1], refused('refusing it'));
+          assert.match(lines[2], fellBack);
+          assert.match(lines[3], refused('letting the request through'));
+        }
+        assert.equal(await replica.cli('dbsize'), '1');
+        assert.equal((await limiter({ limits: { limit: 10, rate: 0.001 } }).check({ ip: '10.0.6.1' }))?.limits[0].remaining, 8); // nothing taken
+      } finally {
+        for (const check of made) check.close();
+        await onReplica.close();
+        await replica.stop();
+      }
+    });
+
     test('no answer in time: fail open, and the paused call never charges later', async () => {
       const lines: string[] = [];
       const check = limiter({ limits: { limit: 10, rate: 0.001 }, timeoutMs: 200, log: (line) => lines.push(line) });
@@ -404,6 +456,35 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
         assert.equal(lines.length, 1);
       });
     }
+
+    test('after a timeout the next calls go on a new connection; the timed-out one is closed once its late reply is read and undone; close() leaves none', async () => {
+      // The ids of the limiter's connections: those that were not there before it (the app's, other tests' limiters).
+      const ids = async () => [...(await server.cli('client', 'list')).matchAll(/^id=(\d+) .* cmd=(\S+)/gm)].filter(([, , cmd]) => cmd !== 'client|list').map(([, id]) => id);
+      const others = new Set(await ids());
+      const ours = async () => (await ids()).filter((id) => !others.has(id));
+      const check = limiter({ key: () => 'fresh', timeoutMs: 300, limits: { limit: 10, rate: 0.001 }, log: () => {} });
+      assert.equal((await check.check({ ip: '10.0.7.1' }))?.limits[0].remaining, 9);
+      const first = await ours();
+      assert.equal(first.length, 1);
+      const { done } = await server.busyFor(1500);
+      assert.equal(await check.check({ ip: '10.0.7.1' }), null); // no answer in 300 ms
+      await sleep(1000); // the probe is due: on a new connection, not behind the late reply
+      const probe = await check.check({ ip: '10.0.7.1' }); // null when it timed out too on this machine
+      await done;
+      // The timed-out connection closed; one open at most (the probe's, or the one the probe's late undo opened).
+      await until('the timed-out connection closed, at most one open', async () => {
+        const now = await ours();
+        return !now.includes(first[0]) && now.length <= 1;
+      }, 5000);
+      // The late check undone: the first check's unit and the probe's only, then this one's.
+      assert.equal((await check.check({ ip: '10.0.7.1' }))?.limits[0].remaining, probe === null ? 8 : 7);
+      // close() closes them all, a connection still waiting for a late reply among them.
+      const { done: again } = await server.busyFor(1000);
+      assert.equal(await check.check({ ip: '10.0.7.2' }), null);
+      check.close();
+      await again;
+      await until('no connection of the limiter open', async () => (await ours()).length === 0, 5000);
+    });
 
     test('Redis stopped: a refused connection fails at once, Redis is tried at most once a second, limiting resumes within a second of its return', async () => {
       const lines: string[] = [];

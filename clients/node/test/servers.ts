@@ -48,6 +48,14 @@ function answersPing(port: number, withinMs?: number): Promise<boolean> {
   });
 }
 
+/** Waits until `done()` holds, checking every 50 ms; throws naming `what` after `ms`. */
+export async function until(what: string, done: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  for (const end = performance.now() + ms; performance.now() < end; await sleep(50)) {
+    if (await done()) return;
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 /** One redis-server process, with the module loaded unless told otherwise. */
 export class RedisServer {
   private child: ChildProcess | undefined;

@@ -39,6 +39,18 @@ def persisted(r: redis.Redis, keys: list[str], args: list[object]) -> Any:
     return pipe.execute()[0]
 
 
+def test_a_decimal_is_read_in_millionths_as_the_module_reads_it() -> None:
+    """src/args.rs's micros: half up at the seventh decimal, ASCII digits
+    and one dot only (Python's int() would take a sign, spaces, `_` and
+    other scripts' digits)."""
+    read = ["1700000000.25", "1700000000.123456", "0.0000005", "0.0000004999", "2.4999995", "2.4999994", ".5", "3.", "0.9999999", "0"]
+    assert [micros(text) for text in read] == [
+        1_700_000_000_250_000, 1_700_000_000_123_456, 1, 0, 2_500_000, 2_499_999, 500_000, 3_000_000, 1_000_000, 0]
+    for bad in ["", ".", "-1", "+1", " 1", "1 ", "1_0", "1.2_5", "1.-5", "1.+5", "1e3", "inf", "NaN", "1..2", "1.2.3", "1,5", "\u0661", "1\n"]:
+        with pytest.raises(ValueError, match=r"^not a decimal: "):
+            micros(bad)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_the_local_limiter_replies_as_the_module_does(module_server: Server, seed: int) -> None:
     rng = random.Random(seed)

@@ -16,7 +16,7 @@ import redis
 import redis.asyncio
 
 from redis_ratelimit_client import AsyncRateLimiter, ConfigurationError, Limit, RateLimiter, RateLimiterUnavailable
-from servers import Server
+from servers import Server, wait_until
 
 LIMIT = Limit("fixedwindow", 4, window=1_000_000)
 
@@ -242,3 +242,55 @@ def test_each_limit_answers_by_its_own_policy(own_server: Server) -> None:
     finally:
         own_server.start()
     client.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+@pytest.mark.parametrize(("mode", "script_call"), [("module", "auto"), ("script", "auto"), ("script", "evalsha")])
+def test_a_primary_turned_replica_is_redis_unavailable(own_server: Server, mode: str, script_call: str, flavour: str, caplog: pytest.LogCaptureFixture) -> None:
+    """READONLY, a primary demoted by a failover while the limiter still
+    talks to it (here a replica of the test's primary, with its data and,
+    in script mode, its copy of the Lua library): RL.MULTI, the FCALL, or
+    the write in the EVAL of the library, refused. Redis unavailable,
+    answered by on_unavailable with one log line; never a server error."""
+    with own_server.client() as r:
+        r.config_set("repl-diskless-sync-delay", 0)  # the replica syncs at once, not after 5 s
+    primary = redis.Redis(port=own_server.port)
+    first = RateLimiter(primary, LIMIT, key=lambda request: "k", script_call=script_call)  # type: ignore[arg-type]
+    assert first.check().limits[0].remaining == 3  # type: ignore[union-attr]  # script mode: the library loaded on the primary
+    primary.close()
+    replica = Server("--replicaof", "127.0.0.1", str(own_server.port), module=mode == "module")
+
+    async def checks(on_unavailable: str) -> list[Any]:
+        """Three checks on the replica at once: each decision, or what was raised."""
+        out: list[Any] = []
+        if flavour == "asyncio":
+            client: Any = redis.asyncio.Redis(port=replica.port)
+            limiter: Any = AsyncRateLimiter(client, LIMIT, key=lambda request: "k", on_unavailable=on_unavailable, script_call=script_call)  # type: ignore[arg-type]
+        else:
+            client = redis.Redis(port=replica.port)
+            limiter = RateLimiter(client, LIMIT, key=lambda request: "k", on_unavailable=on_unavailable, script_call=script_call)  # type: ignore[arg-type]
+        for _ in range(3):
+            try:
+                out.append(await limiter.check() if flavour == "asyncio" else limiter.check())
+            except Exception as error:
+                out.append(f"{type(error).__name__}: {error}")
+        await client.aclose() if flavour == "asyncio" else client.close()
+        return out
+
+    try:
+        with replica.client() as r:
+            wait_until("the replica's copy of the key", lambda: r.dbsize() == 1)
+        with caplog.at_level(logging.WARNING, logger="redis_ratelimit_client"):
+            refused = asyncio.run(checks("closed"))
+            passed = asyncio.run(checks("open"))
+        assert [x.split(": ", 1)[0] for x in refused] == ["RateLimiterUnavailable"] * 3, refused
+        assert passed == [None] * 3
+        # One line per limiter, for its first check: the next two did not call Redis.
+        assert [m.split(": ", 2)[:2] for m in caplog.messages] == [
+            ["rate limiter", f"Redis unavailable, answering by on_unavailable={policy!r} until it is back"] for policy in ("closed", "open")
+        ], caplog.messages
+        assert all("You can't write against a read only replica." in m for m in caplog.messages), caplog.messages
+        with replica.client() as r:
+            assert r.dbsize() == 1
+    finally:
+        replica.remove()

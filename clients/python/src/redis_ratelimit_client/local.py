@@ -7,6 +7,7 @@ field, `release` what RL.RELEASE would, and the state is kept in a dict
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from typing import Any, Optional, Sequence
@@ -23,10 +24,19 @@ KEEP = object()  # a verdict that leaves the state as it was
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 
+#: A decimal as the module reads one (`12`, `0.5`, `.25`, `3.`): ASCII digits, no sign, space or `_`.
+_DECIMAL = re.compile(r"([0-9]*)(?:\.([0-9]*))?")
+
+
 def micros(text: str) -> int:
-    """A decimal with at most six decimals (limits.number_text), in millionths."""
-    whole, _, fraction = text.partition(".")
-    return int(whole or "0") * 1_000_000 + int((fraction + "000000")[:6])
+    """A decimal in millionths, as the module reads it: rounded half up at
+    the seventh decimal; ValueError for anything else."""
+    match = _DECIMAL.fullmatch(text)
+    if match is None or text in ("", "."):
+        raise ValueError(f"not a decimal: {text!r}")
+    whole, fraction = match.group(1), match.group(2) or ""
+    rounded = 1 if fraction[6:7] >= "5" else 0
+    return int(whole or "0") * 1_000_000 + int(fraction[:6].ljust(6, "0")) + rounded
 
 
 def share(algorithm: str, limit: int, parameter: str, instances: int) -> tuple[int, str]:

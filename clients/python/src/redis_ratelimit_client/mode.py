@@ -24,7 +24,7 @@ import logging
 import weakref
 from typing import Any, Generator, Generic, Literal, Optional, TypeVar
 
-from redis.exceptions import NoPermissionError, NoScriptError, ReadOnlyError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from .decision import Once
 from .limits import ConfigurationError
@@ -195,9 +195,10 @@ def _function_call(connection: Any, args: list[str], asking: bool) -> Talk:
 
 def _refusal(error: ResponseError, command: str) -> None:
     """Raises _Refused when `error` is the server refusing `command` (no
-    such command, the user's ACL, a replica), not the library's own reply."""
+    such command, the user's ACL), not the library's own reply. READONLY
+    is not one: a primary demoted by a failover, Redis unavailable."""
     message = str(error)
-    if isinstance(error, (NoPermissionError, ReadOnlyError)) or "unknown command" in message.lower():
+    if isinstance(error, NoPermissionError) or "unknown command" in message.lower():
         raise _Refused(f"{command} was refused ({message})") from error
 
 

@@ -45,6 +45,7 @@ from redis.exceptions import (
     ClusterDownError,
     ConnectionError,
     MovedError,
+    ReadOnlyError,
     RedisError,
     ResponseError,
     TimeoutError,
@@ -64,7 +65,8 @@ AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster]
 # redis-py leaves much of its connection layer untyped: it is handled as Any here.
 
 # Replies that mean "Redis can't answer now", not "the command is wrong".
-UNAVAILABLE_REPLIES = ("LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY")
+# READONLY: a primary demoted by a failover (the command did not run there).
+UNAVAILABLE_REPLIES = ("LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY", "READONLY")
 
 #: Seconds a timed-out call's reply is still waited for, to undo what it took.
 LATE = 60.0
@@ -76,8 +78,11 @@ class Unavailable(Exception):
 
 def unavailable(error: BaseException) -> bool:
     # redis-py strips the code of the replies it maps to a class (LOADING is
-    # a BusyLoadingError, a ConnectionError); BUSY keeps its code.
-    if isinstance(error, (ConnectionError, TimeoutError, OSError, asyncio.TimeoutError, ClusterDownError, TryAgainError)):
+    # a BusyLoadingError, a ConnectionError; READONLY a ReadOnlyError) and
+    # ERR: a write the Lua library was refused comes as "ERR READONLY ...
+    # script: ..." on Redis 7.0 (its re-raise prefixed), read "READONLY ...".
+    # BUSY keeps its code.
+    if isinstance(error, (ConnectionError, TimeoutError, OSError, asyncio.TimeoutError, ClusterDownError, TryAgainError, ReadOnlyError)):
         return True
     return isinstance(error, ResponseError) and str(error).split(" ", 1)[0] in UNAVAILABLE_REPLIES
 
