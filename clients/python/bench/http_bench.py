@@ -41,7 +41,7 @@ APPS = ("none", "ours", "ours-script", "slowapi")
 PATHS = ("admitted", "denied")
 NAMES = {"none": "no limiter", "ours": "ours (module)", "ours-script": "ours (script, FCALL)", "slowapi": "slowapi"}
 #: The command each of ours must send on the admitted path, about once a request: the row's name says it.
-SENDS = {"ours": "rl.multi", "ours-script": "fcall"}
+SENDS = {"ours": "rl.tokenbucket", "ours-script": "fcall"}
 TICK = os.sysconf("SC_CLK_TCK")
 REQUEST = b"GET /x HTTP/1.1\r\nHost: bench\r\n\r\n"
 
@@ -51,6 +51,7 @@ class Run:
     rate: float  # requests/s
     app_us: float  # the uvicorn process's CPU µs a request
     redis_us: float  # the Redis server's CPU µs a request
+    command_us: float  # of which inside the limiter's calls (INFO commandstats' usec)
     commands: dict[str, float]  # Redis commands a request, by name
 
 
@@ -64,10 +65,14 @@ def redis_cpu_seconds(client: redis.Redis) -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def command_calls(client: redis.Redis) -> dict[str, int]:
-    """Calls of each command since the last CONFIG RESETSTAT, but this process's own (INFO, CONFIG RESETSTAT)."""
-    return {name: int(stats["calls"]) for name, stats in client.info("commandstats").items()
-            if name not in ("cmdstat_info", "cmdstat_config|resetstat")}
+def command_stats(client: redis.Redis) -> tuple[dict[str, int], int]:
+    """Calls of each command since the last CONFIG RESETSTAT, but this process's own (INFO, CONFIG RESETSTAT);
+    and the µs inside the calls the limiter sent: its scripts (EVALSHA, EVAL, FCALL) and the module's commands,
+    which hold the time of the commands they run; a limiter without them, all its commands."""
+    stats = {name.removeprefix("cmdstat_").lower(): fields for name, fields in client.info("commandstats").items()
+             if name not in ("cmdstat_info", "cmdstat_config|resetstat")}
+    sent = [name for name in stats if re.fullmatch(r"(evalsha|eval|fcall)(_ro)?|rl\..*", name)] or list(stats)
+    return {name: int(fields["calls"]) for name, fields in stats.items()}, sum(int(stats[name]["usec"]) for name in sent)
 
 
 def serve(app: str, path: str, redis_port: int) -> tuple[subprocess.Popen[bytes], int]:
@@ -119,8 +124,9 @@ def load(port: int, pid: int, client: redis.Redis, seconds: float, connections: 
     asyncio.run(run())
     wall, redis_cpu, cpu = time.monotonic() - wall, redis_cpu_seconds(client) - redis_cpu, cpu_seconds(pid) - cpu
     done = max(1, sum(statuses.values()))
-    commands = {name.removeprefix("cmdstat_").lower(): calls / done for name, calls in command_calls(client).items()}
-    return Run(done / wall, cpu / done * 1e6, redis_cpu / done * 1e6, commands), statuses
+    calls, usec = command_stats(client)
+    commands = {name: n / done for name, n in calls.items()}
+    return Run(done / wall, cpu / done * 1e6, redis_cpu / done * 1e6, usec / done, commands), statuses
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -135,10 +141,10 @@ def commands_of(runs: list[Run]) -> str:
     return ", ".join(f"{name} {n:.2f}" for name, n in counts if n >= 0.005) or "none"
 
 
-def medians(runs: list[Run]) -> tuple[float, float, float]:
-    """Requests/s, and the app's and Redis's CPU µs a request: each one's median over the runs."""
+def medians(runs: list[Run]) -> tuple[float, float, float, float]:
+    """Requests/s, the app's and Redis's CPU µs a request, and Redis's µs in the limiter's calls: each one's median over the runs."""
     return (statistics.median(run.rate for run in runs), statistics.median(run.app_us for run in runs),
-            statistics.median(run.redis_us for run in runs))
+            statistics.median(run.redis_us for run in runs), statistics.median(run.command_us for run in runs))
 
 
 def table(runs: dict[tuple[str, str], list[Run]], latencies: dict[tuple[str, str], list[float]], options: argparse.Namespace, redis_version: str) -> str:
@@ -146,22 +152,25 @@ def table(runs: dict[tuple[str, str], list[Run]], latencies: dict[tuple[str, str
         f"FastAPI {version('fastapi')}, uvicorn {version('uvicorn')}, redis-py {version('redis')}, slowapi {version('slowapi')}, "
         f"Python {platform.python_version()}, Redis {redis_version}; {options.connections} connections, medians of {options.rounds} interleaved rounds "
         f"of {options.seconds:g} s (`make bench-http`, {time.strftime('%Y-%m-%d')}).",
-        "CPU is per request served: the uvicorn process's, and the Redis server's (INFO CPU). Latency: every request of all rounds, sent to "
+        "CPU is per request served: the uvicorn process's, and the Redis server's (INFO CPU); of the latter, the time inside the calls the "
+        "limiter sent (INFO commandstats' usec of its EVALSHA, FCALL or RL.* calls, which hold the commands they run), the rest being Redis "
+        "reading requests and writing replies. Latency: every request of all rounds, sent to "
         "answered in full. Ratios are this row / ours (module): requests/s above 1, CPU below 1 favour this row. `denied`: every request after "
         "the first is refused (slowapi asks Redis each time, ours answers from its denial cache, so Redis CPU is its idle cost there and has no ratio).",
         "",
-        "| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | Redis commands/request, inside scripts too | p50 / p99 ms | requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | of which in the limiter's calls | Redis commands/request, inside scripts too | p50 / p99 ms "
+        "| requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for path in PATHS:
-        ours_rate, ours_app, ours_redis = medians(runs["ours", path])
+        ours_rate, ours_app, ours_redis, _ = medians(runs["ours", path])
         # Where ours (module) asks Redis nothing (denied: its denial cache), a Redis CPU ratio would divide by Redis's idle cost.
         ours_asks = commands_of(runs["ours", path]) != "none"
         for app in APPS:
-            rate, app_us, redis_us = medians(runs[app, path])
+            rate, app_us, redis_us, command_us = medians(runs[app, path])
             p50, p99 = (percentile(latencies[app, path], p) * 1000 for p in (50, 99))
             redis_ratio = f"{redis_us / ours_redis:.2f}" if ours_asks else "-"
-            lines.append(f"| {path} | {NAMES[app]} | {rate:.0f} | {app_us:.0f} | {redis_us:.1f} | {commands_of(runs[app, path])} | {p50:.1f} / {p99:.1f} "
+            lines.append(f"| {path} | {NAMES[app]} | {rate:.0f} | {app_us:.0f} | {redis_us:.1f} | {command_us:.1f} | {commands_of(runs[app, path])} | {p50:.1f} / {p99:.1f} "
                          f"| {rate / ours_rate:.2f} | {app_us / ours_app:.2f} | {redis_ratio} |")
     return "\n".join(lines)
 
@@ -196,7 +205,7 @@ def main() -> None:
                 if path == "admitted" and app in SENDS and run.commands.get(SENDS[app], 0) < 0.99:
                     raise SystemExit(f"{app} {path}: expected {SENDS[app]} for each request, Redis ran {run.commands}")
                 runs[app, path].append(run)
-                print(f"round {number + 1} {path} {app}: {run.rate:.0f} req/s, CPU/request app {run.app_us:.1f} us, Redis {run.redis_us:.2f} us; "
+                print(f"round {number + 1} {path} {app}: {run.rate:.0f} req/s, CPU/request app {run.app_us:.1f} us, Redis {run.redis_us:.2f} us (in the limiter's calls {run.command_us:.2f}); "
                       f"Redis commands/request: {commands_of([run])}", flush=True)
         redis_version = str(client.info("server")["redis_version"])
     finally:
