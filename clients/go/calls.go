@@ -21,14 +21,14 @@ func (e timeoutError) Error() string {
 	return fmt.Sprintf("no answer from Redis within %s", e.after)
 }
 
-// multi sends the charges' RL.MULTI, at now, and waits for it until
-// deadline (the check's: ctx's is not later); a late reply that took
+// call sends the charges' one call (checkArgs), at now, and waits for it
+// until deadline (the check's: ctx's is not later); a late reply that took
 // something is undone.
-func (c *core) multi(ctx context.Context, now, deadline time.Time, charges []charge) (any, error) {
+func (c *core) call(ctx context.Context, now, deadline time.Time, charges []charge) (any, error) {
 	budget := deadline.Sub(now)
 	ctx, deadline = c.deadlines.within(ctx, deadline)
-	late := func(reply any) { c.undoMulti(c.base, charges, reply) }
-	reply, err := c.modes.send(ctx, charges[0].key, multiArgs(charges), late)
+	late := func(reply any) { c.undoCall(c.base, charges, reply) }
+	reply, err := c.modes.send(ctx, charges[0].key, checkArgs(charges), late)
 	if err != nil && !errors.Is(err, context.Canceled) && !isAnswer(err) && !time.Now().Before(deadline) {
 		return nil, timeoutError{budget}
 	}

@@ -32,7 +32,7 @@ type Client interface {
 	// the module, or lost the script).
 	Node(key string) (node string, generation uint64)
 	// Cluster reports whether keys of different hash tags may live on
-	// different nodes (so each tag gets an RL.MULTI of its own).
+	// different nodes (so each tag gets a call of its own).
 	Cluster() bool
 	// Close closes the connections, and returns once no late function runs.
 	Close() error

@@ -32,7 +32,7 @@ func clusterLimiter(t *testing.T, c *servers.Cluster, opts ratelimit.Options[str
 	return l
 }
 
-// Limits of different partition keys live on different nodes: one RL.MULTI
+// Limits of different partition keys live on different nodes: one call
 // each, and when one denies, what the others took is given back.
 func TestClusterAcrossSlots(t *testing.T) {
 	for _, withModule := range []bool{true, false} {

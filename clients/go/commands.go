@@ -30,8 +30,16 @@ func (c *charge) sizeArg() string {
 	return strconv.FormatInt(c.size, 10)
 }
 
-// multiArgs: RL.MULTI numkeys key... now ALGORITHM a b n ..., now = * (the server's clock).
-func multiArgs(charges []charge) []string {
+// checkArgs is a check's one call, now = * (the server's clock): for one
+// charge its limit's own command, RL.TOKENBUCKET key a b now n (RL.ACQUIRE
+// for a concurrency limit), which costs Redis less than RL.MULTI and
+// answers the fields RL.MULTI would; for several, RL.MULTI numkeys key...
+// now ALGORITHM a b n ...
+func checkArgs(charges []charge) []string {
+	if len(charges) == 1 {
+		c := &charges[0]
+		return []string{c.own, c.key, c.sizeArg(), c.paramText, "*", strconv.FormatInt(c.cost, 10)}
+	}
 	args := make([]string, 0, 3+5*len(charges))
 	args = append(args, "RL.MULTI", strconv.Itoa(len(charges)))
 	for i := range charges {
@@ -111,8 +119,16 @@ func limitResult(c *charge, reply any, what fmt.Stringer) (LimitDecision, error)
 	return l, nil
 }
 
-// multiReply is RL.MULTI's reply for these charges: [allowed, retry_after_ms, [fields]...].
-func multiReply(charges []charge, reply any) (bool, []LimitDecision, error) {
+// checkReply reads checkArgs' reply: one limit's own fields, or RL.MULTI's
+// [allowed, retry_after_ms, [fields]...].
+func checkReply(charges []charge, reply any) (bool, []LimitDecision, error) {
+	if len(charges) == 1 {
+		l, err := limitResult(&charges[0], reply, command(charges[0].own))
+		if err != nil {
+			return false, nil, err
+		}
+		return l.Allowed, []LimitDecision{l}, nil
+	}
 	items, ok := reply.([]any)
 	if !ok || len(items) != 2+len(charges) {
 		return false, nil, fmt.Errorf("ratelimit: RL.MULTI: unexpected reply %s (want an array of %d)", describe(reply), 2+len(charges))

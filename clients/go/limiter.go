@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// Limiter checks a request against its limits: one RL.MULTI over all of
-// them (one per partition key on Redis Cluster), all or nothing. R is the
+// Limiter checks a request against its limits: one call over all of them
+// (one per partition key on Redis Cluster), all or nothing: the limit's own
+// command when there is one limit, RL.MULTI for several. R is the
 // request type its key, limit and cost functions read (*http.Request for
 // the net/http middleware). Goroutine-safe.
 type Limiter[R any] struct {
@@ -250,7 +251,7 @@ func (c *core) logUnavailable(tried bool, cause error, handling string) {
 	}
 }
 
-// decide sends one RL.MULTI, or on a cluster one per hash tag, giving back
+// decide sends one call, or on a cluster one per hash tag, giving back
 // what the others took when one denies or fails.
 func (c *core) decide(ctx context.Context, charges []charge, now time.Time) (*Decision, error) {
 	deadline := c.deadlineAt(ctx, now)
@@ -259,11 +260,11 @@ func (c *core) decide(ctx context.Context, charges []charge, now time.Time) (*De
 		groups = groupByTag(charges)
 	}
 	if len(groups) == 1 {
-		reply, err := c.multi(ctx, now, deadline, charges)
+		reply, err := c.call(ctx, now, deadline, charges)
 		if err != nil {
 			return nil, err
 		}
-		allowed, limits, err := multiReply(charges, reply)
+		allowed, limits, err := checkReply(charges, reply)
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +280,7 @@ func outcomeOf(allowed bool) Outcome {
 	return OutcomeDenied
 }
 
-// acrossSlots: one RL.MULTI per hash tag, all sent at once. When one denies
+// acrossSlots: one call per hash tag, all sent at once. When one denies
 // or fails, the others that took their units give them back (refunds,
 // leases released), and report their state after that.
 func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int, now, deadline time.Time) (*Decision, error) {
@@ -295,7 +296,7 @@ func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int
 		sent.Add(1)
 		go func() {
 			defer sent.Done()
-			replies[g], errs[g] = c.multi(ctx, now, deadline, parts[g])
+			replies[g], errs[g] = c.call(ctx, now, deadline, parts[g])
 		}()
 	}
 	sent.Wait()
@@ -307,7 +308,7 @@ func (c *core) acrossSlots(ctx context.Context, charges []charge, groups [][]int
 		err := errs[g]
 		var groupLimits []LimitDecision
 		if err == nil {
-			admitted[g], groupLimits, err = multiReply(parts[g], reply)
+			admitted[g], groupLimits, err = checkReply(parts[g], reply)
 		}
 		if err != nil {
 			if failure == nil {
@@ -379,10 +380,10 @@ func hashTag(key string) string {
 	return key
 }
 
-// undoMulti gives back what a late RL.MULTI reply took: each limit's cost
+// undoCall gives back what a check's late reply took: each limit's cost
 // refunded, each lease released. A denied reply took nothing.
-func (c *core) undoMulti(ctx context.Context, charges []charge, reply any) {
-	allowed, limits, err := multiReply(charges, reply)
+func (c *core) undoCall(ctx context.Context, charges []charge, reply any) {
+	allowed, limits, err := checkReply(charges, reply)
 	if err != nil || !allowed {
 		return
 	}

@@ -184,7 +184,7 @@ func TestErrorRepliesAreErrors(t *testing.T) {
 	bare := servers.Start(t, servers.Options{NoModule: true})
 	l = newLimiter(t, bare, ratelimit.Options[string]{Mode: ratelimit.Module, Limits: one(ratelimit.Limit[string]{Limit: 5, Rate: 1})})
 	_, err = l.Check(context.Background(), "k")
-	if !errors.As(err, &mode) || !strings.HasPrefix(err.Error(), "ERR the redis-ratelimit module is not loaded on this Redis (unknown command 'RL.MULTI')") || errors.Is(err, ratelimit.ErrUnavailable) {
+	if !errors.As(err, &mode) || !strings.HasPrefix(err.Error(), "ERR the redis-ratelimit module is not loaded on this Redis (unknown command 'RL.TOKENBUCKET')") || errors.Is(err, ratelimit.ErrUnavailable) {
 		t.Fatalf("got %v", err)
 	}
 }

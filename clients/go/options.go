@@ -120,7 +120,8 @@ type Limit[R any] struct {
 
 // Options configure a Limiter. Zero fields take their defaults; New checks every one.
 type Options[R any] struct {
-	// Limits are checked together, all or nothing, in one RL.MULTI per request.
+	// Limits are checked together, all or nothing, in one call per request:
+	// the limit's own command when there is one, RL.MULTI for several.
 	Limits []Limit[R]
 	// Key gives the partition key of limits without their own. Default for
 	// *http.Request: ByIP(IPOptions{}); required for other request types.
@@ -167,6 +168,7 @@ func configError(option, format string, args ...any) *ConfigError {
 type policy struct {
 	algorithm     Algorithm
 	command       string // the algorithm as a limit spec word (TOKENBUCKET)
+	own           string // the limit's own command (RL.TOKENBUCKET; RL.ACQUIRE for a concurrency limit)
 	param         float64
 	paramText     string // param as the module takes it
 	sizeText      string // the limit as the module takes it; "" when a LimitFunc gives it
@@ -267,7 +269,12 @@ func checkLimit[R any](option string, l Limit[R], lone bool, fallback OnUnavaila
 	if !ok {
 		return nil, configError(option+".algorithm", "must be one of tokenbucket, leakybucket, fixedwindow, slidingwindow, slidinglog, concurrency (got %q)", algorithm)
 	}
-	s := &limitSpec[R]{policy: policy{algorithm: algorithm, command: strings.ToUpper(string(algorithm)), name: l.Name, named: l.Name != ""}, key: l.Key}
+	command := strings.ToUpper(string(algorithm))
+	own := "RL." + command
+	if algorithm == Concurrency {
+		own = "RL.ACQUIRE"
+	}
+	s := &limitSpec[R]{policy: policy{algorithm: algorithm, command: command, own: own, name: l.Name, named: l.Name != ""}, key: l.Key}
 	switch {
 	case l.LimitFunc != nil && l.Limit != 0:
 		return nil, configError(option+".limit", "give limit or limitFunc, not both")

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -132,42 +133,43 @@ func TestUnavailableLocalDivides(t *testing.T) {
 }
 
 // A check that timed out on a stopped server is undone once the server
-// runs it: its units refunded, its lease released.
+// runs it: its units refunded, its lease released. Two limits (RL.MULTI),
+// and a lease alone (RL.ACQUIRE).
 func TestTimedOutCheckUndone(t *testing.T) {
-	for _, mode := range []ratelimit.Mode{ratelimit.Module, ratelimit.Script} {
-		t.Run(string(mode), func(t *testing.T) {
-			redis := servers.Start(t, servers.Options{NoModule: mode == ratelimit.Script})
-			var outcomes atomic.Value
-			l := newLimiter(t, redis, ratelimit.Options[string]{Mode: mode, Timeout: 200 * time.Millisecond, Logger: (&logs{}).logger(),
-				OnDecision: func(e ratelimit.DecisionEvent) { outcomes.Store(e) },
-				Limits: []ratelimit.Limit[string]{
-					{Name: "window", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: 3600, OnUnavailable: ratelimit.Open},
-					{Name: "slots", Algorithm: ratelimit.Concurrency, Limit: 3, Lease: 30, OnUnavailable: ratelimit.Open},
-				}})
-			check(t, l, "warm") // the mode is known, the connection open
-			redis.Pause()
-			started := time.Now()
-			d := check(t, l, "k")
-			took := time.Since(started)
-			if d.Outcome != ratelimit.OutcomeUnavailableOpen || took < 150*time.Millisecond || took > 2*time.Second {
-				t.Fatalf("%+v after %s", d, took)
-			}
-			event := outcomes.Load().(ratelimit.DecisionEvent)
-			if event.Err == nil || !strings.Contains(event.Err.Error(), "no answer from Redis within") {
-				t.Fatalf("%+v", event)
-			}
-			time.Sleep(300 * time.Millisecond)
-			redis.Resume()
-			// The late call runs once Redis reads it: give it 1.5 s, then nothing may be held.
-			resumed := time.Now()
-			deadline := resumed.Add(5 * time.Second)
-			for time.Since(resumed) < 1500*time.Millisecond || redis.Do("EXISTS", "ratelimit:{k}:window", "ratelimit:{k}:slots") != "0" {
-				if time.Now().After(deadline) {
-					t.Fatalf("still held: window %s, slots %s", redis.Do("GET", "ratelimit:{k}:window"), redis.Do("PTTL", "ratelimit:{k}:slots"))
+	window := ratelimit.Limit[string]{Name: "window", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: 3600, OnUnavailable: ratelimit.Open}
+	slots := ratelimit.Limit[string]{Name: "slots", Algorithm: ratelimit.Concurrency, Limit: 3, Lease: 30, OnUnavailable: ratelimit.Open}
+	for _, limits := range [][]ratelimit.Limit[string]{{window, slots}, {slots}} {
+		for _, mode := range []ratelimit.Mode{ratelimit.Module, ratelimit.Script} {
+			t.Run(fmt.Sprintf("%s/%d limits", mode, len(limits)), func(t *testing.T) {
+				redis := servers.Start(t, servers.Options{NoModule: mode == ratelimit.Script})
+				var outcomes atomic.Value
+				l := newLimiter(t, redis, ratelimit.Options[string]{Mode: mode, Timeout: 200 * time.Millisecond, Logger: (&logs{}).logger(),
+					OnDecision: func(e ratelimit.DecisionEvent) { outcomes.Store(e) }, Limits: limits})
+				check(t, l, "warm") // the mode is known, the connection open
+				redis.Pause()
+				started := time.Now()
+				d := check(t, l, "k")
+				took := time.Since(started)
+				if d.Outcome != ratelimit.OutcomeUnavailableOpen || took < 150*time.Millisecond || took > 2*time.Second {
+					t.Fatalf("%+v after %s", d, took)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
+				event := outcomes.Load().(ratelimit.DecisionEvent)
+				if event.Err == nil || !strings.Contains(event.Err.Error(), "no answer from Redis within") {
+					t.Fatalf("%+v", event)
+				}
+				time.Sleep(300 * time.Millisecond)
+				redis.Resume()
+				// The late call runs once Redis reads it: give it 1.5 s, then nothing may be held.
+				resumed := time.Now()
+				deadline := resumed.Add(5 * time.Second)
+				for time.Since(resumed) < 1500*time.Millisecond || redis.Do("EXISTS", "ratelimit:{k}:window", "ratelimit:{k}:slots") != "0" {
+					if time.Now().After(deadline) {
+						t.Fatalf("still held: window %s, slots %s", redis.Do("GET", "ratelimit:{k}:window"), redis.Do("PTTL", "ratelimit:{k}:slots"))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+		}
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package redisrate is github.com/go-redis/redis_rate/v10's API over this
 // module's limits: change the import path (and keep the package name with
 // `redis_rate "github.com/redis-ratelimit/redis-ratelimit/clients/go/redisrate"`)
-// and the same calls run as RL.MULTI token buckets on any Redis: the
+// and the same calls run as RL.TOKENBUCKET calls on any Redis: the
 // module where it is loaded, else the Lua library (ratelimit.Auto).
 //
 // A limit of Rate per Period with Burst is a token bucket of Burst tokens
