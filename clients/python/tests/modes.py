@@ -43,12 +43,17 @@ def function_stats(client: Any) -> tuple[int, int, int]:
     return int(fcall.get("calls", 0)), int(fcall.get("failed_calls", 0)), int(load.get("calls", 0))
 
 
+#: The module's commands a check sends: one limit's own, or RL.MULTI of several.
+TAKING = ("multi", "tokenbucket", "leakybucket", "fixedwindow", "slidingwindow", "slidinglog", "acquire")
+
+
 def calls(client: Any, mode: str) -> int:
-    """Limiter calls the server ran: RL.MULTI's counter (module), the
-    FCALL, EVALSHA and EVAL that ran the library (script; a `Function not
-    found` or a NOSCRIPT did not)."""
+    """Limiter checks the server ran: the counters of the commands a check
+    sends (module), the FCALL, EVALSHA and EVAL that ran the library
+    (script; a `Function not found` or a NOSCRIPT did not)."""
     if mode == "module":
-        return int(client.info("ratelimit")["ratelimit_multi"]["calls"])
+        info = client.info("ratelimit")
+        return sum(int(info[f"ratelimit_{command}"]["calls"]) for command in TAKING)
     evalsha, noscript, eval_ = script_stats(client)
     fcall, missing, _ = function_stats(client)
     return evalsha - noscript + eval_ + fcall - missing

@@ -139,8 +139,8 @@ def test_auto_without_command_info_is_told_so(server: Server, mode: str, limited
 def test_module_mode_without_the_module_is_a_clear_error(script_server: Server) -> None:
     limiter = RateLimiter(redis.Redis(port=script_server.port), LIMIT, key=lambda request: "k", mode="module")
     expected = (
-        f'mode "module": the server at localhost:{script_server.port} has no RL.MULTI (the redis-ratelimit module is not'
-        ' loaded there): load it, or set mode to "auto" or "script" (the Lua library, any Redis)'
+        f'mode "module": the server at localhost:{script_server.port} has no RL.TOKENBUCKET (the redis-ratelimit module is'
+        ' not loaded there): load it, or set mode to "auto" or "script" (the Lua library, any Redis)'
     )
     with pytest.raises(redis.ResponseError) as raised:
         limiter.check()

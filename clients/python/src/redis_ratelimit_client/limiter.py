@@ -1,5 +1,6 @@
-"""The limiter: every limit a request carries, checked in one RL.MULTI
-(on a cluster, one per partition key), refunds through RL.REFUND, a look
+"""The limiter: every limit a request carries, checked in one call (the
+limit's own command when there is one, else RL.MULTI; on a cluster, one
+per partition key), refunds through RL.REFUND, a look
 through RL.PEEK, leases freed and renewed through RL.RELEASE and RL.RENEW;
 the module's commands, or the same calls to the Lua library (mode.py).
 
@@ -23,8 +24,8 @@ from typing import Any, Awaitable, Callable, Generator, Generic, Mapping, Option
 from redis.exceptions import RedisError
 
 from . import transport
-from .commands import Call, Charge, charge_of, give_back_args, given_back, multi_args, multi_results, peek_args, refund_args, release_args, renew_args
-from .commands import result, taken_back, undo_args
+from .commands import Call, Charge, charge_of, give_back_args, given_back, multi_results, peek_args, refund_args, release_args, renew_args
+from .commands import result, take_args, take_results, taken_back, undo_args
 from .deadlines import Deadlines
 from .decision import Decision, LimitResult
 from .denials import DenialCache
@@ -60,7 +61,7 @@ Flow = Generator[Union[Call, Await], Any, T]
 #: Runs a flow in the background (a thread, a task): the probe.
 Background = Callable[[Flow[None]], None]
 Units = Optional[Mapping[str, int]]
-#: One RL.MULTI's reply: allowed, retry_after_ms, each limit's result.
+#: One take_args call's reply: allowed, retry_after_ms, each limit's result.
 Outcome = tuple[bool, int, list[LimitResult]]
 
 
@@ -109,7 +110,7 @@ class Core:
         started = time.perf_counter()
         try:
             for group in self.groups(charges):
-                outcomes.append(multi_results(group, (yield Call(multi_args(group), functools.partial(undo_args, group)))))
+                outcomes.append(take_results(group, (yield Call(take_args(group), functools.partial(undo_args, group)))))
         except (transport.Unavailable, RedisError) as error:
             seconds = time.perf_counter() - started
             self.metrics.redis_call(seconds, error)
@@ -221,7 +222,7 @@ class Core:
         return Charge(limit, name, f"{self.options.prefix}{{{partition}}}:{limit.key_name(size)}", units, size, partition)
 
     def groups(self, charges: list[Charge]) -> list[list[Charge]]:
-        """One RL.MULTI for all; on a cluster one per partition key (the part
+        """One call for all; on a cluster one per partition key (the part
         of the Redis key in braces), since the keys of one call must share a slot."""
         if not self.cluster:
             return [charges]

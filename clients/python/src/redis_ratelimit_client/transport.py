@@ -1,17 +1,18 @@
 """Sends one module call on a connection of the limiter's own, made from
 the app's redis-py client (its pool's connection class and arguments),
 without the client's retry: a command that was sent is never sent again (a
-replayed RL.MULTI would charge twice, or charge a request that was already
-let through). The app's close() / aclose() of its pool closes these
-connections too.
+replayed RL.MULTI or RL.TOKENBUCKET would charge twice, or charge a
+request that was already let through). The app's close() / aclose() of
+its pool closes these connections too.
 
-A call that takes (an RL.MULTI) and gets no answer in time is not
-forgotten: Redis runs a command it has read even when its client has gone
-(a busy or stopped server reads the socket later), so its connection goes
-to a reader (a thread, or a task) that waits up to 60 s for the reply and
-then undoes, on the same connection, what the call took (its Call.undo:
-units refunded, leases released). No reply within 60 s: the connection is
-closed. Other calls that time out are closed at once: they take nothing.
+A call that takes (RL.MULTI, or one limit's own command) and gets no
+answer in time is not forgotten: Redis runs a command it has read even
+when its client has gone (a busy or stopped server reads the socket
+later), so its connection goes to a reader (a thread, or a task) that
+waits up to 60 s for the reply and then undoes, on the same connection,
+what the call took (its Call.undo: units refunded, leases released). No
+reply within 60 s: the connection is closed. Other calls that time out
+are closed at once: they take nothing.
 
 On a cluster the call goes to the node owning its first key's slot; a
 MOVED reply (the command did not run there) refreshes the slot map and
@@ -507,5 +508,6 @@ async def call_async(client: AsyncClient, call: Call, deadlines: Deadlines, call
 
 def _first_key(args: list[str]) -> int:
     # RL.MULTI numkeys key ...: the first key is the third word; the others
-    # (RL.PEEK, RL.REFUND) name theirs second.
+    # (RL.TOKENBUCKET and the other single limits, RL.PEEK, RL.REFUND)
+    # name theirs second.
     return 2 if args[0].upper() == "RL.MULTI" else 1
