@@ -107,7 +107,7 @@ bench-go: build
 	scripts/bench-go.sh
 
 # The Python client's check() in a tight loop, sync and asyncio, beside the
-# bare RL.MULTI it sends and the `limits` package's moving and fixed window
+# bare RL.TOKENBUCKET it sends and the `limits` package's moving and fixed window
 # (clients/python/bench/loop.py: interleaved rounds, medians, ratios to the
 # bare command; about a minute). `limits` goes into the bench's own venv.
 bench-clients: build

@@ -1,6 +1,6 @@
 """Checks per second in a tight loop, one caller at a time, against a
 redis-server with the module that this script starts on a free port: the
-limiter's check() beside the bare RL.MULTI it sends (redis-py's
+limiter's check() beside the bare RL.TOKENBUCKET it sends (redis-py's
 execute_command on the same client) and, when the `limits` package is
 installed, its moving and fixed window strategies on the same server.
 
@@ -35,7 +35,7 @@ from servers import Server  # noqa: E402
 
 # Never denies within a run: a bucket of 10^12 refilled at 10^9 a second.
 LIMIT = Limit("tokenbucket", 10**12, rate=10**9)
-BARE = ["RL.MULTI", "1", "ratelimit:{bench}:tokenbucket:1000000000000:1000000000", "*", "TOKENBUCKET", "1000000000000", "1000000000", "1"]
+BARE = ["RL.TOKENBUCKET", "ratelimit:{bench}:tokenbucket:1000000000000:1000000000", "1000000000000", "1000000000", "*", "1"]
 LIMITS_ITEM = "1000000000/second"
 
 
@@ -47,7 +47,7 @@ def sync_cases(port: int) -> dict[str, Callable[[], Any]]:
     client = redis.Redis(port=port)
     limiter = RateLimiter(client, LIMIT, key=key)
     cases: dict[str, Callable[[], Any]] = {
-        "bare RL.MULTI": lambda: client.execute_command(*BARE),
+        "bare RL.TOKENBUCKET": lambda: client.execute_command(*BARE),
         "RateLimiter.check": lambda: limiter.check(None),
     }
     try:
@@ -67,7 +67,7 @@ def async_cases(port: int) -> dict[str, Callable[[], Awaitable[Any]]]:
     client = redis.asyncio.Redis(port=port)
     limiter = AsyncRateLimiter(client, LIMIT, key=key)
     cases: dict[str, Callable[[], Awaitable[Any]]] = {
-        "bare RL.MULTI": lambda: client.execute_command(*BARE),
+        "bare RL.TOKENBUCKET": lambda: client.execute_command(*BARE),
         "AsyncRateLimiter.check": lambda: limiter.check(None),
     }
     try:
@@ -111,8 +111,8 @@ def report(title: str, samples: dict[str, list[Sample]]) -> None:
     def medians(name: str) -> tuple[float, float]:
         return statistics.median(s[0] for s in samples[name]), statistics.median(s[1] for s in samples[name])
 
-    bare_rate, bare_cpu = medians("bare RL.MULTI")
-    print(f"\n{title} (medians of {len(samples['bare RL.MULTI'])} interleaved rounds)")
+    bare_rate, bare_cpu = medians("bare RL.TOKENBUCKET")
+    print(f"\n{title} (medians of {len(samples['bare RL.TOKENBUCKET'])} interleaved rounds)")
     print(f"{'':24} {'checks/s':>9} {'x bare':>7} {'client CPU us/call':>19} {'x bare':>7}")
     for name in samples:
         rate, cpu = medians(name)
