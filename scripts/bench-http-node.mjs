@@ -19,7 +19,7 @@ const VARIANTS = ['none', 'ours', 'ours-script', 'express-rate-limit', 'rate-lim
 const NAMES = { none: 'no limiter', ours: 'ours (module)', 'ours-script': 'ours (script, FCALL)' };
 const PATHS = ['admitted', 'denied'];
 // The command each of ours must send on the admitted path, about once a request: the row's name says it.
-const SENDS = { ours: 'rl.multi', 'ours-script': 'fcall' };
+const SENDS = { ours: 'rl.tokenbucket', 'ours-script': 'fcall' }; // one limit: its own command
 const TICK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
 const redis = createClient({ url: redisUrl });
