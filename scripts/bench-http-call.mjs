@@ -1,7 +1,8 @@
 // Part of scripts/bench-http-node.sh: the limiter's call alone, without HTTP.
 // Node CPU per admitted call, 10 calls in flight, of node-redis sending a
-// PING (what any call on it costs at least), our RL.MULTI and
-// rate-limiter-flexible's script themselves, our check() (module mode and
+// PING (what any call on it costs at least), our command (the
+// RL.TOKENBUCKET check() sends for one limit) and rate-limiter-flexible's
+// script themselves, our check() (module mode and
 // script mode), and rate-limiter-flexible's consume(); interleaved rounds,
 // medians. Written between the bench-call markers in the README.
 // CALL_ROUNDS and CALLS size it.
@@ -31,7 +32,7 @@ if (typeof flexible._incrTtlLuaScript !== 'string') throw new Error("rate-limite
 // for each limiter's own command without the limiter around it.
 const CALLERS = {
   'node-redis sendCommand (PING)': () => own.sendCommand(['PING']),
-  'node-redis sendCommand (RL.MULTI)': () => own.sendCommand(['RL.MULTI', '1', key, '*', 'TOKENBUCKET', '1000000000000', '1000000000', '1']),
+  'node-redis sendCommand (RL.TOKENBUCKET)': () => own.sendCommand(['RL.TOKENBUCKET', key, '1000000000000', '1000000000', '*', '1']),
   "node-redis eval (rate-limiter-flexible's script)": () =>
     own.eval(flexible._incrTtlLuaScript, { keys: ['rlflx:203.0.113.8'], arguments: ['1', '3600', '1000000000000', '3600'] }),
   'ours: check() (module)': () => limiter.check(req),

@@ -1,6 +1,7 @@
 // The module's commands as the limiter sends them, and their replies read
-// back: a limit's Redis key, the RL.MULTI of a request's charges (grouped by
-// hash tag on a cluster), RL.REFUND, RL.RELEASE and RL.RENEW.
+// back: a limit's Redis key, the call that takes a request's charges (one
+// limit's own command, or RL.MULTI of several; grouped by hash tag on a
+// cluster), RL.REFUND, RL.RELEASE and RL.RENEW.
 
 import type { Charge, LimitDecision } from './decision.js';
 import type { MultiReply } from './local.js';
@@ -41,8 +42,16 @@ export function keyName(limit: CheckedLimit, size: number): string {
   return name;
 }
 
-/** The RL.MULTI call for `charges`. */
-export function multiArgs(charges: Charge[]): string[] {
+/**
+ * The call that takes `charges`: one limit's own command (cheaper for Redis
+ * than an RL.MULTI of one, with the same fields), RL.MULTI for several.
+ */
+export function checkArgs(charges: Charge[]): string[] {
+  if (charges.length === 1) {
+    const [{ limit, key, size, cost }] = charges;
+    const { command, param } = wordsOf(limit);
+    return [command === 'CONCURRENCY' ? 'RL.ACQUIRE' : `RL.${command}`, key, String(size), param, '*', String(cost)];
+  }
   const args = ['RL.MULTI', String(charges.length)];
   for (const c of charges) args.push(c.key);
   args.push('*');
@@ -59,6 +68,13 @@ export interface MultiResult {
   allowed: boolean;
   retryAfterMs: number;
   limits: LimitDecision[];
+}
+
+/** checkArgs' reply as RL.MULTI's: one limit's own fields `f` are `[f[0], f[0] == 1 ? 0 : f[3], f]` in RL.MULTI. */
+export function checkReply(charges: Charge[], reply: unknown): MultiReply {
+  if (charges.length > 1) return reply as MultiReply;
+  const f = reply as number[];
+  return [f[0], Number(f[0]) === 1 ? 0 : f[3], f];
 }
 
 /** An RL.MULTI reply (from Redis or the local limiter) for `charges`, as the decision's parts. */

@@ -141,7 +141,7 @@ function middleware<Req extends ExpressLikeRequest, Res extends ExpressLikeRespo
 }
 
 /**
- * Express middleware: one RL.MULTI over all the limits of a request,
+ * Express middleware: one Redis call over all the limits of a request,
  * RateLimit headers, 429 on a denial, the decision on `req.rateLimit`
  * and `res.locals.rateLimit`.
  */

@@ -1,7 +1,8 @@
-// A limiter: its limits checked once, then per request one RL.MULTI over
-// all of them (one per partition key on Redis Cluster), all or nothing.
+// A limiter: its limits checked once, then per request one call over all of
+// them (one per partition key on Redis Cluster), all or nothing: RL.MULTI,
+// or a single limit's own command.
 
-import { groupByTag, keyName, longestWait, multiArgs, multiResult, refundArgs, releaseArgs, renewArgs, stateOf, wordsOf, type MultiResult } from './commands.js';
+import { checkArgs, checkReply, groupByTag, keyName, longestWait, multiResult, refundArgs, releaseArgs, renewArgs, stateOf, wordsOf, type MultiResult } from './commands.js';
 import { allRenewed, decisionOf, RateLimiterUnavailable, unitsBack, type Charge, type Decision, type LimitDecision } from './decision.js';
 import { DenialCache, keyOf } from './denials.js';
 import { byIp } from './keys.js';
@@ -235,11 +236,11 @@ export class Limiter<Req = any> {
     return { limit, key: `${this.prefix}{${partition}}:${keyName(limit, size)}`, size, cost };
   }
 
-  /** One RL.MULTI, or on a cluster one per hash tag, with refunds when one of them denies. */
+  /** One call (take()), or on a cluster one per hash tag, with refunds when one of them denies. */
   private decide(charges: Charge[]): Promise<Decision> {
     const groups = this.cluster ? groupByTag(charges) : [charges];
     // One group (no cluster, or one hash tag): its reply is the decision's, its failure too.
-    if (groups.length === 1) return this.multi(charges).then((result) => this.decisionFrom(charges, result));
+    if (groups.length === 1) return this.take(charges).then((result) => this.decisionFrom(charges, result));
     return this.acrossSlots(charges, groups).then((result) => this.decisionFrom(charges, result));
   }
 
@@ -265,12 +266,12 @@ export class Limiter<Req = any> {
   }
 
   /**
-   * One RL.MULTI per hash tag (a cluster). When one denies or fails, the
+   * One call per hash tag (a cluster). When one denies or fails, the
    * others that took their units give them back (refunds; leases
    * released); one that fails is logged, and the denial stands.
    */
   private async acrossSlots(charges: Charge[], groups: Charge[][]) {
-    const settled = await Promise.allSettled(groups.map((group) => this.multi(group)));
+    const settled = await Promise.allSettled(groups.map((group) => this.take(group)));
     const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     // A timeout first: the late reply of that slot is still read and undone.
     const failures = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
@@ -294,14 +295,14 @@ export class Limiter<Req = any> {
     };
   }
 
-  /** One RL.MULTI. When it times out and its reply comes later, what it took is given back then. */
-  private multi(charges: Charge[]): Promise<MultiResult> {
-    const late = (reply: unknown) => this.undoLate(charges, reply as MultiReply);
-    return this.link.send(charges[0].key, multiArgs(charges), late).then((reply) => multiResult(charges, reply as MultiReply));
+  /** One call that takes the charges (RL.MULTI, or one limit's own command), read back as RL.MULTI's reply. When it times out and its reply comes later, what it took is given back then. */
+  private take(charges: Charge[]): Promise<MultiResult> {
+    const late = (reply: unknown) => this.undoLate(charges, checkReply(charges, reply));
+    return this.link.send(charges[0].key, checkArgs(charges), late).then((reply) => multiResult(charges, checkReply(charges, reply)));
   }
 
   /**
-   * The reply of an RL.MULTI that timed out (the request was answered by
+   * The reply of a take() that timed out (the request was answered by
    * onUnavailable), arrived: when it admitted, its units are refunded and
    * its leases released at once, so the check never charges later.
    */

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
 import { createLimiter, RateLimiterUnavailable, type Decision, type LimiterOptions } from '../src/index.js';
+import { LIBRARY } from '../src/script.js';
 import { SINGLE, type AppClient } from './clients.js';
 import { MODES } from './modes.js';
 import { RedisServer, until } from './servers.js';
@@ -115,6 +116,43 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.deepEqual(peek?.limits.map((l) => l.remaining), [3, 400, 98]);
     });
 
+    /** Each module call (in script mode, the library's) in the slow log, oldest first, as its argv. */
+    async function sentCalls(): Promise<string[][]> {
+      const log = JSON.parse(await server.cli('--json', 'slowlog', 'get', '-1')) as [number, number, number, string[]][];
+      return log.map((entry) => entry[3]).filter(([command]) => /^(rl\..*|fcall|evalsha|eval)$/i.test(command)).reverse();
+    }
+
+    test('one limit goes as its own command (a concurrency limit as RL.ACQUIRE), several as one RL.MULTI', async () => {
+      const one = limiter({ limits: { limit: 3, rate: 0.001 } });
+      await one.check({ ip: '10.0.7.1' }); // script mode: the library loaded (a first FCALL may find it missing) before the log starts
+      const slots = limiter({ limits: { name: 'slots', algorithm: 'concurrency', limit: 2, lease: 30 } });
+      const two = limiter({ limits: [{ name: 'requests', limit: 5, rate: 0.001 }, { name: 'per-ip', algorithm: 'fixedwindow', limit: 100, window: 3600 }] });
+      await server.cli('config', 'set', 'slowlog-log-slower-than', '0'); // every call logged, with its arguments
+      await server.cli('slowlog', 'reset');
+      try {
+        const allowed = await one.check({ ip: '10.0.7.2' });
+        assert.deepEqual([allowed?.allowed, allowed?.retryAfterMs, allowed?.limits.map((l) => [l.allowed, l.remaining, l.retryAfterMs])], [true, 0, [[true, 2, 0]]]);
+        const leased = await slots.check({ ip: '10.0.7.3' });
+        assert.deepEqual(leased?.limits.map((l) => [l.allowed, l.remaining, l.resetAfterMs, l.leaseId]), [[true, 1, 30_000, 1]]);
+        await leased!.release();
+        assert.equal(await server.cli('exists', 'ratelimit:{ip:10.0.7.3}:slots'), '0');
+        const both = await two.check({ ip: '10.0.7.4' });
+        assert.deepEqual(both?.limits.map((l) => [l.name, l.allowed, l.remaining]), [['requests', true, 4], ['per-ip', true, 99]]);
+        const sent = (keys: string[], command: string, ...args: string[]) =>
+          mode === 'module'
+            ? [command, ...(command === 'RL.MULTI' ? [String(keys.length)] : []), ...keys, ...args]
+            : ['FCALL', LIBRARY.name, String(keys.length), ...keys, command, ...args];
+        assert.deepEqual(await sentCalls(), [
+          sent(['ratelimit:{ip:10.0.7.2}:tokenbucket:3:0.001'], 'RL.TOKENBUCKET', '3', '0.001', '*', '1'),
+          sent(['ratelimit:{ip:10.0.7.3}:slots'], 'RL.ACQUIRE', '2', '30', '*', '1'),
+          sent(['ratelimit:{ip:10.0.7.3}:slots'], 'RL.RELEASE', '1', '*'),
+          sent(['ratelimit:{ip:10.0.7.4}:requests', 'ratelimit:{ip:10.0.7.4}:per-ip'], 'RL.MULTI', '*', 'TOKENBUCKET', '5', '0.001', '1', 'FIXEDWINDOW', '100', '3600', '1'),
+        ]);
+      } finally {
+        await server.cli('config', 'set', 'slowlog-log-slower-than', '10000');
+      }
+    });
+
     test('a request that can never pass', async () => {
       const check = limiter({ limits: { limit: 10, rate: 1, cost: (req) => req.tokens ?? 1 } });
       const never = await check.check({ ip: '10.0.0.2', tokens: 11 });
@@ -155,10 +193,10 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
       assert.deepEqual(unchanged?.limits.map((l) => l.remaining), [57, 200]);
     });
 
-    /** Calls Redis ran since the last CONFIG RESETSTAT: RL.MULTI, or the library's (less a "function not found" before FUNCTION LOAD, a NOSCRIPT before EVAL). */
+    /** Calls Redis ran since the last CONFIG RESETSTAT: the module's, or the library's (less a "function not found" before FUNCTION LOAD, a NOSCRIPT before EVAL). */
     async function redisCalls(): Promise<number> {
       const stats = await server.cli('info', 'commandstats');
-      return [...stats.matchAll(/^cmdstat_(?:rl\.multi|fcall|evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/gim)].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
+      return [...stats.matchAll(/^cmdstat_(?:rl\.\w+|fcall|evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/gim)].reduce((sum, m) => sum + Number(m[1]) - Number(m[2]), 0);
     }
 
     test('denials answered in process: a flood of denied checks is one Redis call, Retry-After counting down', async () => {

@@ -145,11 +145,11 @@ describe('one server with the module, one without', () => {
 
   for (const name of ['node-redis', 'ioredis'] as const) {
     test(`${name}: module mode without the module is a clear error at the first check, never a pass`, async () => {
-      const check = limiter(await client(name, without), { mode: 'module', failOpen: true });
+      const check = limiter(await client(name, without), { mode: 'module', failOpen: true }); // one limit: RL.TOKENBUCKET
       await assert.rejects(check.check({ ip: '10.0.0.1' }), {
         name: 'RateLimitModeError',
         message:
-          "ERR the redis-ratelimit module is not loaded on this Redis (unknown command 'RL.MULTI'), and mode 'module' needs it: " +
+          "ERR the redis-ratelimit module is not loaded on this Redis (unknown command 'RL.TOKENBUCKET'), and mode 'module' needs it: " +
           "load it (loadmodule /path/to/libredis_ratelimit.so), or use mode 'auto' or 'script' (the Lua script)",
       });
       assert.equal(await without.cli('dbsize'), '0');
