@@ -19,7 +19,7 @@ const VARIANTS = ['none', 'ours', 'ours-script', 'express-rate-limit', 'rate-lim
 const NAMES = { none: 'no limiter', ours: 'ours (module)', 'ours-script': 'ours (script, FCALL)' };
 const PATHS = ['admitted', 'denied'];
 // The command each of ours must send on the admitted path, about once a request: the row's name says it.
-const SENDS = { ours: 'rl.tokenbucket', 'ours-script': 'fcall' }; // one limit: its own command
+const SENDS = { ours: 'rl.tokenbucket', 'ours-script': 'fcall' };
 const TICK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
 const redis = createClient({ url: redisUrl });
@@ -37,14 +37,27 @@ async function redisCpuSeconds() {
   return Number(info.used_cpu_sys) + Number(info.used_cpu_user);
 }
 
-/** Calls of each command since the last CONFIG RESETSTAT, but the driver's own (INFO, CONFIG RESETSTAT). */
+/** Calls of each command since the last CONFIG RESETSTAT, but the driver's own (INFO, CONFIG RESETSTAT); and the µs Redis spent in the limiter's own calls. */
 async function commandCalls() {
   const calls = {};
+  const usec = {};
   for (const [name, stats] of Object.entries(infoFields(await redis.info('commandstats')))) {
     const command = name.replace(/^cmdstat_/, '').toLowerCase();
-    if (command !== 'info' && command !== 'config|resetstat') calls[command] = Number(/calls=(\d+)/.exec(stats)[1]);
+    if (command === 'info' || command === 'config|resetstat') continue;
+    calls[command] = Number(/calls=(\d+)/.exec(stats)[1]);
+    usec[command] = Number(/usec=(\d+)/.exec(stats)[1]);
   }
-  return calls;
+  return { calls, usec: limiterUsec(usec) };
+}
+
+/**
+ * The µs inside the commands a limiter sent (INFO commandstats' usec): its
+ * scripts (EVALSHA, EVAL, FCALL) and the module's commands, which hold the
+ * time of the commands they call; a limiter without them, all its commands.
+ */
+function limiterUsec(usec) {
+  const sent = Object.keys(usec).filter((command) => /^(evalsha|eval|fcall)(_ro)?$|^rl\./.test(command));
+  return (sent.length ? sent : Object.keys(usec)).reduce((sum, command) => sum + usec[command], 0);
 }
 
 /** One run; a run whose app served nothing (it did not come up in time) is tried again, up to three times. */
@@ -78,7 +91,8 @@ async function once(variant, path) {
   if (requests === 0) console.log(`${variant} ${path}: ${result.errors} errors, ${result.timeouts} timeouts`);
   if (requests > 0 && good < requests * 0.99) throw new Error(`${variant} ${path}: ${good} of ${requests} were ${expected}`);
   const perRequest = (n) => n / Math.max(1, requests);
-  const commands = Object.fromEntries(Object.entries(await commandCalls()).map(([command, calls]) => [command, perRequest(calls)]));
+  const { calls, usec } = await commandCalls();
+  const commands = Object.fromEntries(Object.entries(calls).map(([command, n]) => [command, perRequest(n)]));
   if (requests > 0 && path === 'admitted' && SENDS[variant] && !(commands[SENDS[variant]] >= 0.99)) {
     throw new Error(`${variant} ${path}: expected ${SENDS[variant]} for each request, Redis ran ${JSON.stringify(commands)}`);
   }
@@ -87,6 +101,7 @@ async function once(variant, path) {
     rps: requests / SECONDS,
     appUs: perRequest(appCpu * 1e6),
     redisUs: perRequest(redisCpu * 1e6),
+    commandUs: perRequest(usec),
     commands,
     p50: result.latency.p50,
     p99: result.latency.p99,
@@ -109,7 +124,7 @@ for (let round = 0; round < ROUNDS; round++) {
     (runs[`${variant} ${path}`] ??= []).push(run);
     console.log(
       `round ${round + 1} ${path} ${variant}: ${run.rps.toFixed(0)} req/s, CPU/request app ${run.appUs.toFixed(1)} us, ` +
-        `Redis ${run.redisUs.toFixed(2)} us; p50 ${run.p50} ms, p99 ${run.p99} ms; Redis commands/request: ${commandsOf([run])}`,
+        `Redis ${run.redisUs.toFixed(2)} us (in the limiter's calls ${run.commandUs.toFixed(2)}); p50 ${run.p50} ms, p99 ${run.p99} ms; Redis commands/request: ${commandsOf([run])}`,
     );
   }
 }
@@ -119,7 +134,7 @@ for (const path of PATHS) {
   const figures = (variant) => {
     const these = runs[`${variant} ${path}`];
     const of = (field) => median(these.map((run) => run[field]));
-    return { rps: of('rps'), appUs: of('appUs'), redisUs: of('redisUs'), p50: of('p50'), p99: of('p99'), commands: commandsOf(these) };
+    return { rps: of('rps'), appUs: of('appUs'), redisUs: of('redisUs'), commandUs: of('commandUs'), p50: of('p50'), p99: of('p99'), commands: commandsOf(these) };
   };
   const ours = figures('ours');
   // Where ours (module) asks Redis nothing (denied: its denial cache), a Redis CPU ratio would divide by Redis's idle cost.
@@ -128,7 +143,7 @@ for (const path of PATHS) {
     const f = figures(variant);
     const ratios = [f.rps / ours.rps, f.appUs / ours.appUs].map((r) => r.toFixed(2));
     ratios.push(oursAsks ? (f.redisUs / ours.redisUs).toFixed(2) : '-');
-    const cells = [path, NAMES[variant] ?? variant, f.rps.toFixed(0), f.appUs.toFixed(0), f.redisUs.toFixed(1), f.commands, `${f.p50} / ${f.p99}`, ...ratios];
+    const cells = [path, NAMES[variant] ?? variant, f.rps.toFixed(0), f.appUs.toFixed(0), f.redisUs.toFixed(1), f.commandUs.toFixed(1), f.commands, `${f.p50} / ${f.p99}`, ...ratios];
     rows.push(`| ${cells.join(' | ')} |`);
   }
 }
@@ -136,10 +151,10 @@ const version = (name) => JSON.parse(readFileSync(`node_modules/${name}/package.
 const libraries = ['express', 'redis', 'express-rate-limit', 'rate-limit-redis', 'rate-limiter-flexible'].map((name) => `${name} ${version(name)}`);
 const table = [
   `${libraries.join(', ')}; one client address, ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s, medians (\`make bench-http\`, ${new Date().toISOString().slice(0, 10)}, ${process.version}, Redis ${infoFields(await redis.info('server')).redis_version}).`,
-  'CPU is per request served: the app process\'s, and the Redis server\'s (INFO CPU). Ratios are this row / ours (module): requests/s above 1, CPU below 1 favour this row. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache, so Redis CPU is its idle cost there and has no ratio). rate-limiter-flexible+fields: the same limiter, answering what ours answers (the two RateLimit fields, our 429 body, the result on `req.rateLimit` and `res.locals.rateLimit`).',
+  'CPU is per request served: the app process\'s, and the Redis server\'s (INFO CPU); of the latter, the time inside the calls the limiter sent (INFO commandstats\' usec of its EVALSHA, EVAL, FCALL or RL.* calls, which hold the commands they run), the rest being Redis reading requests and writing replies. Ratios are this row / ours (module): requests/s above 1, CPU below 1 favour this row. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache, so Redis CPU is its idle cost there and has no ratio). rate-limiter-flexible+fields: the same limiter, answering what ours answers (the two RateLimit fields, our 429 body, the result on `req.rateLimit` and `res.locals.rateLimit`).',
   '',
-  '| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | Redis commands/request, inside scripts too | p50 / p99 ms | requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |',
-  '|---|---|---:|---:|---:|---|---:|---:|---:|---:|',
+  '| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | of which in the limiter\'s calls | Redis commands/request, inside scripts too | p50 / p99 ms | requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |',
+  '|---|---|---:|---:|---:|---:|---|---:|---:|---:|',
   ...rows,
 ].join('\n');
 console.log(table);
