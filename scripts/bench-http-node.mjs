@@ -154,7 +154,7 @@ const table = [
   'CPU is per request served: the app process\'s, and the Redis server\'s (INFO CPU); of the latter, the time inside the calls the limiter sent (INFO commandstats\' usec of its EVALSHA, EVAL, FCALL or RL.* calls, which hold the commands they run), the rest being Redis reading requests and writing replies. Ratios are this row / ours (module): requests/s above 1, CPU below 1 favour this row. `denied`: every request after the first is refused (express-rate-limit asks Redis each time; rate-limiter-flexible with its in-memory block, ours with its denial cache, so Redis CPU is its idle cost there and has no ratio). rate-limiter-flexible+fields: the same limiter, answering what ours answers (the two RateLimit fields, our 429 body, the result on `req.rateLimit` and `res.locals.rateLimit`).',
   '',
   '| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | of which in the limiter\'s calls | Redis commands/request, inside scripts too | p50 / p99 ms | requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |',
-  '|---|---|---:|---:|---:|---:|---|---:|---:|---:|',
+  '|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|',
   ...rows,
 ].join('\n');
 console.log(table);

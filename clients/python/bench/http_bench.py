@@ -160,7 +160,7 @@ def table(runs: dict[tuple[str, str], list[Run]], latencies: dict[tuple[str, str
         "",
         "| path | variant | requests/s | app CPU µs/request | Redis CPU µs/request | of which in the limiter's calls | Redis commands/request, inside scripts too | p50 / p99 ms "
         "| requests/s ÷ ours | app CPU ÷ ours | Redis CPU ÷ ours |",
-        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for path in PATHS:
         ours_rate, ours_app, ours_redis, _ = medians(runs["ours", path])
