@@ -32,7 +32,7 @@ Undo = Callable[[Any], list[list[str]]]
 @dataclass(frozen=True)
 class Call:
     """A module call a flow needs made. `undo`, for a call that takes (a
-    take_args call): the calls that give back what its reply says it took, made
+    check_args call): the calls that give back what its reply says it took, made
     when that reply comes after the limiter stopped waiting (transport.py)."""
 
     args: list[str]
@@ -47,10 +47,10 @@ def multi_args(charges: Sequence[Charge]) -> list[str]:
     return args
 
 
-def take_args(charges: Sequence[Charge]) -> list[str]:
+def check_args(charges: Sequence[Charge]) -> list[str]:
     """The call that takes the charges: one limit's own command (RL.ACQUIRE
     for a concurrency limit; cheaper for Redis than RL.MULTI of one key),
-    RL.MULTI for several. take_results reads its reply."""
+    RL.MULTI for several. check_results reads its reply."""
     if len(charges) > 1:
         return multi_args(charges)
     (c,) = charges
@@ -58,8 +58,8 @@ def take_args(charges: Sequence[Charge]) -> list[str]:
     return [command, c.key, str(c.limit), c.spec.parameter_text, "*", str(c.cost)]
 
 
-def take_results(charges: Sequence[Charge], reply: Sequence[Any]) -> tuple[bool, int, list[LimitResult]]:
-    """take_args's reply as multi_results reads it: one limit's fields f are
+def check_results(charges: Sequence[Charge], reply: Sequence[Any]) -> tuple[bool, int, list[LimitResult]]:
+    """check_args's reply as multi_results reads it: one limit's fields f are
     what RL.MULTI of that limit answers as [f[0], 0 or f[3], f]."""
     if len(charges) == 1:
         reply = [reply[0], 0 if int(reply[0]) == 1 else reply[3], reply]
@@ -144,7 +144,7 @@ def multi_results(charges: Sequence[Charge], reply: Sequence[Any]) -> tuple[bool
 
 
 def undo_args(charges: Sequence[Charge], reply: Sequence[Any]) -> list[list[str]]:
-    """What gives back all a take_args call took, from its reply: nothing for a
+    """What gives back all a check_args call took, from its reply: nothing for a
     denial; RL.REFUND of each limit's cost, RL.RELEASE of each lease taken."""
-    allowed, _, results = take_results(charges, reply)
+    allowed, _, results = check_results(charges, reply)
     return [give_back_args(r) for r in results if taken_back(r)] if allowed else []

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from . import transport
 from .commands import Call, Charge, charge_of, give_back_args, given_back, multi_results, peek_args, refund_args, release_args, renew_args
-from .commands import result, take_args, take_results, taken_back, undo_args
+from .commands import check_args, check_results, result, taken_back, undo_args
 from .deadlines import Deadlines
 from .decision import Decision, LimitResult
 from .denials import DenialCache
@@ -61,7 +61,7 @@ Flow = Generator[Union[Call, Await], Any, T]
 #: Runs a flow in the background (a thread, a task): the probe.
 Background = Callable[[Flow[None]], None]
 Units = Optional[Mapping[str, int]]
-#: One take_args call's reply: allowed, retry_after_ms, each limit's result.
+#: One check_args call's reply: allowed, retry_after_ms, each limit's result.
 Outcome = tuple[bool, int, list[LimitResult]]
 
 
@@ -110,7 +110,7 @@ class Core:
         started = time.perf_counter()
         try:
             for group in self.groups(charges):
-                outcomes.append(take_results(group, (yield Call(take_args(group), functools.partial(undo_args, group)))))
+                outcomes.append(check_results(group, (yield Call(check_args(group), functools.partial(undo_args, group)))))
         except (transport.Unavailable, RedisError) as error:
             seconds = time.perf_counter() - started
             self.metrics.redis_call(seconds, error)
