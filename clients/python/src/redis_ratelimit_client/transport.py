@@ -3,7 +3,10 @@ the app's redis-py client (its pool's connection class and arguments),
 without the client's retry: a command that was sent is never sent again (a
 replayed RL.MULTI or RL.TOKENBUCKET would charge twice, or charge a
 request that was already let through). The app's close() / aclose() of
-its pool closes these connections too.
+its pool closes these connections too. An asyncio limiter on a standalone
+server shares one such connection among its concurrent calls, written
+together (pipe.py); the sync limiter, and each call on a cluster, take a
+connection for the call.
 
 A call that takes (RL.MULTI, or one limit's own command) and gets no
 answer in time is not forgotten: Redis runs a command it has read even
@@ -12,7 +15,8 @@ later), so its connection goes to a reader (a thread, or a task) that
 waits up to 60 s for the reply and then undoes, on the same connection,
 what the call took (its Call.undo: units refunded, leases released). No
 reply within 60 s: the connection is closed. Other calls that time out
-are closed at once: they take nothing.
+take nothing: a connection of their own is closed at once (a shared one
+reads their replies and goes back).
 
 On a cluster the call goes to the node owning its first key's slot; a
 MOVED reply (the command did not run there) refreshes the slot map and
@@ -34,7 +38,6 @@ import time
 import weakref
 from typing import Any, Callable, Optional, Union, cast
 
-import hiredis
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
@@ -58,6 +61,8 @@ from .commands import Call, Undo
 from .deadlines import Deadlines
 from .limits import ConfigurationError
 from .mode import Calls, Talk, takes, talk
+from .pipe import Pipe, converse
+from .wire import GAVE_UP, LATE, NOT_UNDONE, connected, packed
 
 log = logging.getLogger("redis_ratelimit_client")
 
@@ -69,8 +74,6 @@ AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster]
 # READONLY: a primary demoted by a failover (the command did not run there).
 UNAVAILABLE_REPLIES = ("LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY", "READONLY")
 
-#: Seconds a timed-out call's reply is still waited for, to undo what it took.
-LATE = 60.0
 
 
 class Unavailable(Exception):
@@ -180,20 +183,6 @@ def _closing_ours_too(pool: Any, made: weakref.WeakSet[Any], idle: dict[Optional
 _own = _Own()
 
 
-# redis-py's default encoding, which hiredis packs with.
-_UTF8 = ("utf-8", "utf8", "UTF-8", "UTF8")
-
-
-def _packed(connection: Any, command: list[str]) -> Any:
-    """The command as RESP, packed by hiredis in C where that gives the
-    bytes redis-py would (str as strict UTF-8, its default): redis-py's
-    asyncio connections pack in Python, 4.6 against 0.6 us for an RL.MULTI."""
-    encoder = connection.encoder
-    if encoder.encoding in _UTF8 and encoder.encoding_errors == "strict":
-        return [hiredis.pack_command(tuple(command))]  # type: ignore[arg-type]  # its stub takes one-item tuples only
-    return connection.pack_command(*command)
-
-
 class _Late(Exception):
     """The call's reply did not come in time: its connection went to a late reader."""
 
@@ -231,7 +220,7 @@ def _run_sync(connection: Any, commands: Talk, late: bool = False) -> Any:
     try:
         command = next(commands)
         while True:
-            connection.send_packed_command(_packed(connection, command))
+            connection.send_packed_command(packed(connection, command))
             try:
                 reply = connection.read_response(disconnect_on_error=False)
             except ResponseError as error:
@@ -272,7 +261,7 @@ def _undo_late_sync(pool: Any, connection: Any, timeout: float, undo: Undo, call
         while not connection.can_read(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline:
                 connection.disconnect()
-                log.warning(_GAVE_UP)
+                log.warning(GAVE_UP)
                 return
         try:
             reply = connection.read_response(disconnect_on_error=False)
@@ -282,13 +271,9 @@ def _undo_late_sync(pool: Any, connection: Any, timeout: float, undo: Undo, call
             _run_sync(connection, talk(calls, connection, args, asking))
     except Exception as error:
         connection.disconnect()
-        log.warning(_NOT_UNDONE, error)
+        log.warning(NOT_UNDONE, error)
         return
     _own.give_back(pool, connection, timeout)
-
-
-_GAVE_UP = f"rate limiter: no reply within {LATE:.0f} s to a check that timed out: its connection closed (if it ever runs, what it takes stays until the limits' own expiry)"
-_NOT_UNDONE = "rate limiter: what a check that timed out took was not given back: %s"
 
 
 def _sync_node(cluster: Any, key: str, ask: Optional[AskError]) -> Any:
@@ -348,32 +333,6 @@ def _take_async(pool: Any) -> Any:
     return connection
 
 
-async def _connected(connection: Any) -> None:
-    """Connected before the mode is looked up (a connect forgets it). As
-    _take_sync: a socket the server closed (a restart) reads as
-    ready, so it reconnects first (redis-py's pool skips this check while its
-    maintenance notifications are on, as they are by default)."""
-    if connection.is_connected:
-        try:
-            # can_read (redis-py 7+); 6.x has only can_read_destructive, which drops
-            # what it reads: nothing is pending on an idle connection, and it reconnects if so.
-            can_read = getattr(connection, "can_read", None) or connection.can_read_destructive
-            if not await can_read():
-                return
-        except (ConnectionError, TimeoutError, OSError):
-            pass
-        await connection.disconnect()
-    if _CONNECT_ONCE:  # without the connection's retry (a cluster node's connections have the client's)
-        await connection.connect_check_health(check_health=True, retry_socket_connect=False)
-    else:
-        await connection.connect()
-
-
-_CONNECT_ONCE = "retry_socket_connect" in inspect.signature(
-    getattr(redis.asyncio.connection.AbstractConnection, "connect_check_health", lambda: None)
-).parameters
-
-
 class _LateReader:
     """Where a call that takes sends its connection when it is cancelled
     (its deadline, or its task cancelled) while its reply is pending: a task
@@ -398,11 +357,11 @@ class _LateReader:
             await asyncio.wait_for(self._undo(), LATE)
         except asyncio.TimeoutError:
             await asyncio.shield(connection.disconnect())
-            log.warning(_GAVE_UP)
+            log.warning(GAVE_UP)
             return
         except BaseException as error:
             await asyncio.shield(connection.disconnect())
-            log.warning(_NOT_UNDONE, error or type(error).__name__)
+            log.warning(NOT_UNDONE, error or type(error).__name__)
             if isinstance(error, asyncio.CancelledError):
                 raise
             return
@@ -423,7 +382,7 @@ async def _run_async(connection: Any, commands: Talk, late: Optional[_LateReader
     try:
         command = next(commands)
         while True:
-            await connection.send_packed_command(_packed(connection, command))
+            await connection.send_packed_command(packed(connection, command))
             try:
                 reply = await connection.read_response(disconnect_on_error=False)
             except ResponseError as error:
@@ -438,22 +397,22 @@ async def _run_async(connection: Any, commands: Talk, late: Optional[_LateReader
         return done.value
 
 
+# Each pool's pipe (pipe.py): the one its limiters' asyncio checks share.
+_pipes: weakref.WeakKeyDictionary[Any, Pipe] = weakref.WeakKeyDictionary()
+
+
+def _pipe(pool: Any) -> Pipe:
+    pipe = _pipes.get(pool)
+    if pipe is not None and pipe.usable:
+        if pipe.loop is asyncio.get_running_loop():
+            return pipe
+        pipe.abandon()
+    pipe = _pipes[pool] = Pipe(_take_async(pool), lambda connection: _own.give_back(pool, connection, None))
+    return pipe
+
+
 async def _send_async_standalone(client: redis.asyncio.Redis, call: Call, calls: Calls) -> Any:
-    pool: Any = client.connection_pool
-    connection = _take_async(pool)
-    late = None if call.undo is None else _LateReader(connection, call.undo, calls, False, lambda c: _own.give_back(pool, c, None))
-    try:
-        await _connected(connection)
-        reply = await _run_async(connection, talk(calls, connection, call.args), late)
-    except ResponseError:
-        _own.give_back(pool, connection, None)
-        raise
-    except BaseException:
-        if late is None or not late.started:
-            await asyncio.shield(connection.disconnect())
-        raise
-    _own.give_back(pool, connection, None)
-    return reply
+    return await converse(_pipe(client.connection_pool), calls, call.args, call.undo)
 
 
 async def _send_async_cluster(client: Any, call: Call, calls: Calls) -> Any:
@@ -468,7 +427,7 @@ async def _send_async_cluster(client: Any, call: Call, calls: Calls) -> Any:
         # After an ASK the slot is being imported there: ASKING lets the next command in.
         late = None if call.undo is None else _LateReader(connection, call.undo, calls, ask is not None, node.release)
         try:
-            await _connected(connection)
+            await connected(connection)
             reply = await _run_async(connection, talk(calls, connection, call.args, asking=ask is not None), late)
         except AskError as redirect:  # MOVED (a subclass) or ASK: the command did not run
             node.release(connection)

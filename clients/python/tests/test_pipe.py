@@ -1,0 +1,55 @@
+"""Concurrent asyncio checks on a standalone Redis share one connection,
+and the calls made while one is in flight go out together in one write
+(pipe.py), as node-redis sends them: counted by the server, in the
+connections it accepted, the reads it made and the calls it ran."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from modes import calls
+from redis_ratelimit_client import AsyncRateLimiter, Limit
+from servers import Server
+
+BURST = Limit("tokenbucket", 100, rate=0.001, name="burst")
+
+
+class _Seen:
+    """One INFO of every section, read as modes.calls reads the server."""
+
+    def __init__(self, r: redis.Redis) -> None:
+        self.everything = r.info("everything")
+
+    def info(self, section: str) -> Any:
+        return self.everything
+
+
+def stats(r: redis.Redis, mode: str) -> tuple[int, int, int]:
+    """Connections accepted, reads made (this INFO's own among them) and limiter calls run."""
+    seen = _Seen(r)
+    return int(seen.everything["total_connections_received"]), int(seen.everything["total_reads_processed"]), calls(seen, mode)
+
+
+def test_twenty_checks_at_once_share_one_connection_in_two_writes(server: Server, r: redis.Redis, mode: str) -> None:
+    async def scenario() -> tuple[list[Any], tuple[int, int, int], tuple[int, int, int]]:
+        client = redis.asyncio.Redis(port=server.port)
+        limiter = AsyncRateLimiter(client, [BURST], key=lambda request: "alice")
+        assert (await limiter.check()) is not None  # connects (and auto mode asks the server what it has)
+        before = stats(r, mode)
+        decisions = await asyncio.gather(*(limiter.check() for _ in range(20)))
+        after = stats(r, mode)
+        await client.aclose()
+        return decisions, before, after
+
+    decisions, before, after = asyncio.run(scenario())
+    assert sorted(d.limits[0].remaining for d in decisions) == list(range(79, 99))
+    connections, reads, checks = (b - a for a, b in zip(before, after))
+    assert connections == 0  # the first check's connection
+    assert checks == 20
+    # The first call alone (it found the connection idle: written at once),
+    # the nineteen made meanwhile in one write, and the second stats()'s INFO.
+    assert reads == 3
