@@ -1475,6 +1475,10 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("SLIDINGLOG", "rl1:sl:5:1,x", CORRUPT),
         ("SLIDINGLOG", "rl1:sl:5:9007199254740991,1:1", CORRUPT),
         ("SLIDINGLOG", "rl1:sl:253402300799999999:1,1:1", CORRUPT),
+        // Leading zeros, and a count of 16 digits, on the runs read at once.
+        ("SLIDINGLOG", "rl1:sl:5:1,01:1", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,1:01", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,1:9007199254740992", CORRUPT),
         ("TOKENBUCKET", "rl2:tb:1:1", WRONGTYPE),
         ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:fw:1:1", WRONGTYPE),
@@ -1502,6 +1506,11 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("CONCURRENCY", "rl1:cc:05:2:1:6:1", CORRUPT),
         ("CONCURRENCY", "rl1:cc:5:2:01:6:1", CORRUPT),
         ("CONCURRENCY", "rl1:cc:5:2:1:6:1 ", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:06:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:2:1:6:01", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:3:1:6:1,02:7:1", CORRUPT),
+        // A lease ending past 2^52 (the call goes wide), then one run out.
+        ("CONCURRENCY", "rl1:cc:5:3:1:4503599627370497:1,2:5:1", CORRUPT),
         ("CONCURRENCY", "rl1:fw:1:1", WRONGTYPE),
         ("TOKENBUCKET", "rl1:cc:5:2:1:6:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:cc:5:2:1:6:1", WRONGTYPE),

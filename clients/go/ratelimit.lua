@@ -265,13 +265,15 @@ local function base(part, lasting)
     -- Arguments (src/args.rs) ----------------------------------------------
 
     -- An integer of at most 20 ASCII digits (the module's u64 parser) from
-    -- 0 to 2^53 - 1, or nil.
+    -- 0 to 2^53 - 1, or nil. (In patterns, %d is 0 to 9 only: Redis and
+    -- Valkey leave Lua in the C locale's character classes; [0-9] would
+    -- cost more, a class walked for every byte.)
     local function count(s)
         if s == '1' then
             return 1
         end
         local n = #s
-        if n > 20 or not find(s, '^[0-9]+$') then
+        if n > 20 or not find(s, '^%d+$') then
             return nil
         elseif n > 16 then
             local first = find(s, '[^0]') or n
@@ -298,7 +300,7 @@ local function base(part, lasting)
     -- are read apart from its decimals.
     local SCALE = { 100000, 10000, 1000, 100, 10, 1 }
     local function micros(s)
-        if not find(s, '^[0-9]*%.?[0-9]*$') or s == '' or s == '.' then
+        if not find(s, '^%d*%.?%d*$') or s == '' or s == '.' then
             return nil
         end
         local dot = find(s, '.', 1, true)
@@ -671,7 +673,7 @@ local function token_bucket(part)
     -- `<prefix><pico-units>:<last_us>`; the amount at most
     -- (2^53 - 1) * 10^12.
     local function decode(value)
-        local _, _, colon = find(value, '^[0-9]+():[0-9]+$', 8)
+        local _, _, colon = find(value, '^%d+():%d+$', 8)
         local length = colon and colon - 8 or 29
         if length > 28 or (byte(value, 8) == 48 and length > 1) then
             fail('corrupt')
@@ -891,7 +893,7 @@ local function fixed_window(part)
         if not value then
             return now, 0
         end
-        local _, _, last, count = find(value, '^([0-9]+):([0-9]+)$', 8)
+        local _, _, last, count = find(value, '^(%d+):(%d+)$', 8)
         last, count = B.stored_time(last), B.stored_count(count, 1)
         if lt(now, last) then
             now = last
@@ -970,7 +972,7 @@ local function sliding_window(part)
         if not value then
             return now, 0, 0
         end
-        local _, _, last, previous, current = find(value, '^([0-9]+):([0-9]+):([0-9]+)$', 8)
+        local _, _, last, previous, current = find(value, '^(%d+):(%d+):(%d+)$', 8)
         last = B.stored_time(last)
         previous, current = B.stored_count(previous, 0), B.stored_count(current, 0)
         if previous + current == 0 then
@@ -1090,20 +1092,32 @@ end
 
 local function sliding_log(part)
     local B, F = part('base'), part('fw')
-    local find, sub, byte, format = string.find, string.sub, string.byte, string.format
+    local find, sub, byte, format, tonumber = string.find, string.sub, string.byte, string.format, tonumber
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
+    local mode = B.mode
 
     -- The runs of a stored log, and the units in all of them.
     local function decode(value)
         local times, counts, ends = {}, {}, {}
         local runs, total, at, position, length = 0, 0, 0, 8, #value
         while true do
-            local _, stop, step, count = find(value, '^([0-9]+):([0-9]+)', position)
+            local _, stop, step, count = find(value, '^(%d+):(%d+)', position)
             if not stop then
                 B.fail('corrupt')
             end
-            at = add(at, B.stored_span(step))
-            count = B.stored_count(count, 1)
+            local s = #step
+            if not mode.wide and (s < 16 or (s == 16 and step < '4503599627370496')) and (s == 1 or byte(step) ~= 48)
+                and #count < 16 and byte(count) ~= 48 then
+                -- The usual run, read at once: a step below 2^52, a count
+                -- below 10^15 (as stored_span and stored_count read them).
+                at, count = at + tonumber(step), tonumber(count)
+                if at >= 4503599627370496 then -- 2^52: the call is wide from here
+                    B.note(at)
+                end
+            else
+                at = add(at, B.stored_span(step))
+                count = B.stored_count(count, 1)
+            end
             total = total + count
             if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
                 B.fail('corrupt')
@@ -1230,9 +1244,9 @@ end
 local function concurrency(part)
     local B = part('base')
     local find, sub, byte, format, concat, sort = string.find, string.sub, string.byte, string.format, table.concat, table.sort
-    local ipairs = ipairs
+    local ipairs, tonumber = ipairs, tonumber
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
-    local fail = B.fail
+    local fail, mode = B.fail, B.mode
 
     -- The limit and the lease.
     local function parse(a, b)
@@ -1245,7 +1259,7 @@ local function concurrency(part)
     -- which is at most 2^53 (the one number past 2^53 - 1 a double holds
     -- exactly).
     local function decode(value)
-        local _, stop, last, next_id = find(value, '^([0-9]+):([0-9]+):', 8)
+        local _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
         if not stop then
             fail('corrupt')
         end
@@ -1257,15 +1271,28 @@ local function concurrency(part)
         local position = L.first
         while true do
             local id, ends_at, n
-            _, stop, id, ends_at, n = find(value, '^([0-9]+):([0-9]+):([0-9]+)', position)
+            _, stop, id, ends_at, n = find(value, '^(%d+):(%d+):(%d+)', position)
             if not stop then
                 fail('corrupt')
             end
-            id, ends_at, n = B.stored_count(id, 1), B.stored_span(ends_at), B.stored_count(n, 1)
-            total = total + n
-            if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
-                or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
-                fail('corrupt')
+            local e = #ends_at
+            if not mode.wide and #id < 16 and #n < 16 and (e < 16 or (e == 16 and ends_at < '4503599627370496'))
+                and byte(id) ~= 48 and byte(n) ~= 48 and byte(ends_at) ~= 48 then
+                -- The usual lease, read at once: an id and slots below
+                -- 10^15, an end below 2^52 (as stored_count and stored_span
+                -- read them; a plain span is within MAX_SPAN_US).
+                id, ends_at, n = tonumber(id), tonumber(ends_at), tonumber(n)
+                total = total + n
+                if id <= previous or total > 9007199254740991 or ends_at <= last then
+                    fail('corrupt')
+                end
+            else
+                id, ends_at, n = B.stored_count(id, 1), B.stored_span(ends_at), B.stored_count(n, 1)
+                total = total + n
+                if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
+                    or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
+                    fail('corrupt')
+                end
             end
             count = count + 1
             ids[count], ends[count], slots[count], stops[count] = id, ends_at, n, stop
@@ -1289,14 +1316,14 @@ local function concurrency(part)
     local function at(L, now, except)
         local held, latest, found = 0, nil, nil
         if L then
-            local ids, ends, slots = L.ids, L.ends, L.slots
+            local ids, ends, slots, plain = L.ids, L.ends, L.slots, not mode.wide
             for i = 1, L.count do
                 local ends_at = ends[i]
-                if lt(now, ends_at) then
+                if plain and now < ends_at or not plain and lt(now, ends_at) then
                     held = held + slots[i]
                     if ids[i] == except then
                         found = i
-                    elseif not latest or lt(latest, ends_at) then
+                    elseif not latest or plain and latest < ends_at or not plain and lt(latest, ends_at) then
                         latest = ends_at
                     end
                 end
@@ -1312,10 +1339,10 @@ local function concurrency(part)
     local function encode(value, L, now, next_id, gone, renewed, renewed_end, added)
         local pieces, n, from = {}, 0, nil
         if L then
-            local ids, ends, stops = L.ids, L.ends, L.stops
+            local ids, ends, stops, plain = L.ids, L.ends, L.stops, not mode.wide
             for i = 1, L.count do
                 local start = i == 1 and L.first or stops[i - 1] + 2
-                if lt(now, ends[i]) and ids[i] ~= gone and ids[i] ~= renewed then
+                if (plain and now < ends[i] or not plain and lt(now, ends[i])) and ids[i] ~= gone and ids[i] ~= renewed then
                     from = from or start
                 else
                     if from then
