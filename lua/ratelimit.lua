@@ -1110,7 +1110,7 @@ local function sliding_log(part)
                 and #count < 16 and byte(count) ~= 48 then
                 -- The usual run, read at once: a step below 2^52, a count
                 -- below 10^15 (as stored_span and stored_count read them).
-                at, count = at + tonumber(step), tonumber(count)
+                at, count = at + tonumber(step), count == '1' and 1 or tonumber(count) -- (strtod is slow)
                 if at >= 4503599627370496 then -- 2^52: the call is wide from here
                     B.note(at)
                 end
@@ -1281,7 +1281,7 @@ local function concurrency(part)
                 -- The usual lease, read at once: an id and slots below
                 -- 10^15, an end below 2^52 (as stored_count and stored_span
                 -- read them; a plain span is within MAX_SPAN_US).
-                id, ends_at, n = tonumber(id), tonumber(ends_at), tonumber(n)
+                id, ends_at, n = tonumber(id), tonumber(ends_at), n == '1' and 1 or tonumber(n) -- (strtod is slow)
                 total = total + n
                 if id <= previous or total > 9007199254740991 or ends_at <= last then
                     fail('corrupt')
