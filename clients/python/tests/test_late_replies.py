@@ -22,7 +22,7 @@ import redis.asyncio
 import redis.cluster
 
 from modes import calls, function_stats, run
-from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter
+from redis_ratelimit_client import AsyncRateLimiter, Limit, RateLimiter, pipe, transport
 from servers import Cluster, Server
 
 #: Lua that keeps Redis busy for 1.5 s (another client's slow script).
@@ -230,3 +230,44 @@ def test_a_late_reader_whose_connection_is_lost_gives_up_and_says_so(stopped_the
 
     decision = asyncio.run(scenario())
     assert decision is not None and [r.remaining for r in decision.limits] == [4, 1]  # a fresh server
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_no_reply_within_late_closes_the_connection_and_what_redis_runs_after_stays(
+    stopped_then_killed: Server, flavour: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stopped past the reader's wait (LATE, 60 s; 0.6 s here):
+    the reader logs that it gives up and closes its connection. Redis,
+    resumed, still runs the command it had read: what it took stays until
+    the window's own end, and the next check goes on from there."""
+    server = stopped_then_killed
+    assert server.process is not None
+    monkeypatch.setattr(transport, "LATE", 0.6)
+    monkeypatch.setattr(pipe, "LATE", 0.6)
+    window = [Limit("fixedwindow", 5, window=1_000_000, name="window", key=lambda request: "u", on_unavailable="open")]
+
+    async def scenario() -> tuple[Any, Any]:
+        client: Any = redis.asyncio.Redis(port=server.port) if flavour == "asyncio" else redis.Redis(port=server.port)
+        kind: Any = AsyncRateLimiter if flavour == "asyncio" else RateLimiter
+        limiter = kind(client, window, timeout=0.3)
+        first = await warm(limiter)
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            with caplog.at_level(logging.WARNING, logger="redis_ratelimit_client"):
+                assert (await check(limiter)) is None
+                deadline = time.monotonic() + 5
+                while not [m for m in caplog.messages if m.startswith("rate limiter: no reply within")]:
+                    assert time.monotonic() < deadline, caplog.messages
+                    await asyncio.sleep(0.02)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        after = await warm(limiter)  # once the limiter's next probe finds Redis back
+        await client.aclose() if flavour == "asyncio" else client.close()
+        return first, after
+
+    first, after = asyncio.run(scenario())
+    # 4 left after the first check; the timed-out one ran once Redis resumed, unrefunded: 3; this one: 2.
+    assert [r.remaining for r in first.limits] == [4]
+    assert after is not None and [r.remaining for r in after.limits] == [2]
+    assert len([m for m in caplog.messages if m.startswith("rate limiter: no reply within")]) == 1
