@@ -70,9 +70,10 @@ class Pipe:
 
     async def call(self, command: list[str], late: Optional[Late] = None) -> Any:
         """`command`'s reply (its error reply raised). Alone on the pipe it
-        is written at once and its reply read here; else it goes with the
-        others of this turn in one write, and is read with theirs. Cancelled
-        before its reply is in, the reply goes to `late` when it comes."""
+        is written at once and its reply read here; else it goes in the next
+        write, with the others made meanwhile, and is read with theirs.
+        Cancelled before its reply is in, the reply goes to `late` when it
+        comes."""
         if self.broken:
             raise ConnectionError("the limiter's connection was closed")
         future = self.loop.create_future()
@@ -188,7 +189,7 @@ class Pipe:
         for task in list(self.tasks):
             if task is not asyncio.current_task():
                 task.cancel()
-        lost = ConnectionError(f"the limiter's connection failed: {error or type(error).__name__}" if error is not None else f"no reply within {LATE:.0f} s")
+        lost = ConnectionError(f"the limiter's connection failed: {str(error) or type(error).__name__}" if error is not None else f"no reply within {LATE:.0f} s")
         not_undone = False
         while self.due:
             future, late = self.due.popleft()
@@ -196,7 +197,7 @@ class Pipe:
                 future.set_exception(lost)
             not_undone = not_undone or (late is not None and future.cancelled())
         if not_undone and error is not None:
-            log.warning(NOT_UNDONE, error or type(error).__name__)
+            log.warning(NOT_UNDONE, str(error) or type(error).__name__)
         self.unsent = []
         await asyncio.shield(self.connection.disconnect())
 
@@ -247,7 +248,7 @@ async def _undo(pipe: Pipe, calls: Calls, undo: Undo, reply: Any) -> None:
         for args in undo(reply):
             await converse(pipe, calls, args, None)
     except Exception as error:
-        log.warning(NOT_UNDONE, error or type(error).__name__)
+        log.warning(NOT_UNDONE, str(error) or type(error).__name__)
     finally:
         pipe.talks -= 1
         pipe.settle()
