@@ -24,7 +24,7 @@
 #   REDIS_SERVER=path   the server (default: redis-server); GCRA rows when
 #                       it has the command
 #   MODULE=path         the module (default: target/release's build)
-#   CASES="tb gcra ref other sl multi seed fcall evalsha"   which rows
+#   CASES="tb gcra ref other sl multi seed floor fcall evalsha"   which rows
 #                       (default: all that apply)
 #   ONLY=regex          only the rows whose label matches
 set -euo pipefail
@@ -168,6 +168,7 @@ scripts() {
   redis-cli -p "$port" -x script load <lua/ratelimit.lua >/dev/null
   { printf '#!lua name=%s\nlocal RATELIMIT_FUNCTION = %s\n' "$library" "'$library'"
     cat lua/ratelimit.lua; } | redis-cli -p "$port" -x function load >/dev/null
+  redis-cli -p "$port" -x function load <scripts/instructions-floor.lua >/dev/null
 }
 # script_keys COMMAND: the scripts, then COMMAND on the 1000 keys.
 script_keys() { scripts; keys "$1"; }
@@ -258,7 +259,7 @@ ratios() {
     }' "$out/rows" "$out/rows"
 }
 
-cases=${CASES:-tb gcra ref other sl multi seed fcall evalsha}
+cases=${CASES:-tb gcra ref other sl multi seed floor fcall evalsha}
 echo "instructions per call, $("$server" --version | cut -d' ' -f1-3), valgrind callgrind,"
 echo "the difference of $n1 and $n2 calls (script mode's rows: $script_n1 and $script_n2;"
 echo "redis-benchmark -c 1 -P 16, RL.RELEASE through redis-cli --pipe):"
@@ -312,6 +313,20 @@ for c in $cases; do
       row "Lua EVALSHA (seed), one key denied" 1 \
         "script_once EVALSHA $seed_sha 1 lua:one 1 0.000001 $seed_now 1" \
         EVALSHA "$seed_sha" 1 lua:one 1 0.000001 $seed_now 1 ;;
+    floor)
+      # What a script of each shape costs at least (scripts/instructions-floor.lua).
+      floor_args="RL.TOKENBUCKET 1000000 0.001 * 1"
+      row "script floor: a limit's calls only, 1000 warm keys" 1000 "script_keys 'FCALL floor_limit 1 fl:%s $floor_args'" \
+        FCALL floor_limit 1 fl:__rand_int__ $floor_args
+      row "script floor: a limit's calls only, now given, 1000 warm keys" 1000 \
+        "script_keys 'FCALL floor_limit_now_given 1 fn:%s RL.TOKENBUCKET 1000000 0.001 $seed_now 1'" \
+        FCALL floor_limit_now_given 1 fn:__rand_int__ RL.TOKENBUCKET 1000000 0.001 $seed_now 1
+      floor_multi="RL.MULTI * TOKENBUCKET 1000000 0.001 1 FIXEDWINDOW 1000000 1000000000 1"
+      row "script floor: RL.MULTI's calls only (2 limits), 1000 warm keys" 1000 \
+        "script_keys 'FCALL floor_multi 2 {fm%s}:a {fm%s}:b $floor_multi'" \
+        FCALL floor_multi 2 "{fm__rand_int__}:a" "{fm__rand_int__}:b" $floor_multi
+      row "script floor: a counter (PTTL, INCR), 1000 warm keys" 1000 "script_keys 'FCALL floor_counter 1 fc:%s'" \
+        FCALL floor_counter 1 fc:__rand_int__ ;;
     fcall) script_rows FCALL "FCALL $library" ;;
     evalsha) script_rows EVALSHA "EVALSHA $script_sha" ;;
   esac
