@@ -24,7 +24,9 @@ trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"'
 cp scripts/bench-http-app.mjs scripts/bench-http-node.mjs scripts/bench-http-call.mjs scripts/bench-readme.mjs "$dir"/
 cd "$dir"
 echo '{ "name": "bench-http-node", "private": true, "type": "module" }' > package.json
-npm install --no-audit --no-fund --silent express@5 redis@5 express-rate-limit rate-limit-redis rate-limiter-flexible autocannon ./redis-ratelimit-client-*.tgz
+# The peers pinned, as the README's figures name them (bump them together).
+npm install --no-audit --no-fund --silent express@5.3.0 redis@5.12.4 express-rate-limit@8.7.5 rate-limit-redis@6.0.1 \
+  rate-limiter-flexible@11.4.0 autocannon@9.0.0 ./redis-ratelimit-client-*.tgz
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes \
   --logfile "$dir/redis.log" --loadmodule "$root/target/release/libredis_ratelimit.so"
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
