@@ -87,7 +87,7 @@ export class Limiter<Req = any> {
       ({ link: this.link, cluster: this.cluster, local: this.local } = shared);
     } else {
       const kind = clientKind(options.redis);
-      this.link = new Link(kind, settings.timeoutMs, new ModeSwitch(settings.mode, settings.scriptCall, this.log));
+      this.link = new Link(kind, settings.timeoutMs, new ModeSwitch(settings.mode, settings.scriptCall, this.log), this.log);
       this.cluster = kind.name.endsWith('cluster');
       this.local = new LocalLimiter(); // empty until Redis fails: a Map
     }

@@ -22,8 +22,12 @@ export const NOT_TRIED = 'Redis did not answer the last call; tried again at mos
 /** After a failure, how long requests are answered by onUnavailable before Redis is tried again. */
 const RETRY_MS = 1000;
 
-/** How long a timed-out call's reply is still awaited; then its connection is closed. */
-const LATE_MS = 60_000;
+/** How long a timed-out call's reply is still awaited; then its connection is closed (tests shorten it). */
+export const LATE = { ms: 60_000 };
+
+/** Logged when a timed-out call's reply is given up on. */
+export const gaveUp = (ms: number) =>
+  `rate limiter: no reply within ${ms / 1000} s to a check that timed out: its connection closed (if it ever runs, what it takes stays until the limits' own expiry)`;
 
 export class Link {
   private connection: Connection | undefined;
@@ -75,14 +79,19 @@ export class Link {
   /** Connections set aside after a timeout, closed once nothing is in flight on them. */
   private readonly setAside = new Set<Connection>();
 
-  constructor(private readonly kind: ClientKind, private readonly timeoutMs: number, private readonly modes: ModeSwitch) {
+  constructor(
+    private readonly kind: ClientKind,
+    private readonly timeoutMs: number,
+    private readonly modes: ModeSwitch,
+    private readonly log: (line: string) => void,
+  ) {
     this.deadlines = new Deadlines(timeoutMs);
   }
 
   /**
    * Sends a module call (as the Lua script where the mode says so); `key`
    * routes it. When it times out, a reply that comes later (within
-   * LATE_MS) goes to `late`, which gives back what the call took.
+   * LATE.ms) goes to `late`, which gives back what the call took.
    */
   send(key: string, args: string[], late?: (reply: unknown) => void): Promise<unknown> {
     // Closed: nothing opens again (a late reply's undo included); Redis counts as unavailable.
@@ -120,9 +129,16 @@ export class Link {
     work.then(settled, settled);
   }
 
-  /** A timed-out call's reply, handed to `late` when it comes; after LATE_MS without one, its connection is closed. */
+  /**
+   * A timed-out call's reply, handed to `late` when it comes; after LATE.ms
+   * without one, its connection is closed, logged once.
+   */
   private awaitLate(connection: Connection, work: Promise<unknown>, late: ((reply: unknown) => void) | undefined) {
-    const giveUp = setTimeout(() => this.drop(connection), LATE_MS);
+    const waitMs = LATE.ms;
+    const giveUp = setTimeout(() => {
+      if (this.setAside.has(connection) || this.connection === connection) this.log(gaveUp(waitMs));
+      this.drop(connection);
+    }, waitMs);
     giveUp.unref();
     work.then(
       (reply) => {

@@ -75,6 +75,16 @@ function closeNodeRedis(own: Anything) {
   }
 }
 
+/**
+ * ioredis's disconnect() only half-closes: the socket still reads, so a
+ * late reply would still come, and it lingers while a peer that is gone
+ * never closes its side. Destroyed too, as node-redis's destroy() does.
+ */
+function closeIoredis(own: Anything, nodes: Anything[]) {
+  own.disconnect();
+  for (const node of nodes) node.stream?.destroy?.();
+}
+
 function nodeRedis(client: Anything): ClientKind {
   return {
     name: 'node-redis',
@@ -128,7 +138,7 @@ function ioredis(client: Anything): ClientKind {
         ready: waitForReady(own),
         send: (_key, [command, ...args]) => own.call(command, ...args),
         sendToNodeOf: (_key, [command, ...args]) => own.call(command, ...args),
-        close: () => own.disconnect(),
+        close: () => closeIoredis(own, [own]),
         nodeOf: () => own,
       };
     },
@@ -174,7 +184,7 @@ function ioredisCluster(cluster: Anything): ClientKind {
           if (!primaryOf(key)) await refresh(); // a node that went away is back in the pool after a refresh
           return (primaryOf(key) ?? noPrimary(key)).call(command, ...args);
         },
-        close: () => own.disconnect(),
+        close: () => closeIoredis(own, own.nodes?.() ?? []),
         nodeOf: (key) => primaryOf(key) as NodeClient | undefined,
       };
     },

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
 import { createLimiter, RateLimiterUnavailable, type Decision, type LimiterOptions } from '../src/index.js';
+import { LATE, gaveUp } from '../src/link.js';
 import { LIBRARY } from '../src/script.js';
 import { SINGLE, type AppClient } from './clients.js';
 import { MODES } from './modes.js';
@@ -494,6 +495,40 @@ for (const { mode, withModule } of MODES) for (const [name, connect] of Object.e
         assert.equal(lines.length, 1);
       });
     }
+
+    test('no reply within LATE (60 s; 0.6 s here): the connection is closed, logged once; what Redis runs after it resumed stays', async () => {
+      const saved = LATE.ms;
+      LATE.ms = 600;
+      const lines: string[] = [];
+      const check = limiter({
+        key: () => 'given-up',
+        timeoutMs: 300,
+        log: (line) => lines.push(line),
+        limits: { name: 'window', algorithm: 'fixedwindow', limit: 5, window: 1_000_000 },
+      });
+      try {
+        assert.equal((await check.check({ ip: '10.0.6.1' }))?.limits[0].remaining, 4);
+        server.pause();
+        try {
+          assert.equal(await check.check({ ip: '10.0.6.1' }), null); // no answer in 300 ms: fail open
+          await until('the late reply given up on', async () => lines.some((line) => line.startsWith('rate limiter: no reply within')), 5000);
+        } finally {
+          server.resume();
+        }
+        // Redis, resumed, runs the command it had read: unrefunded, 3 left; this check takes one more.
+        let decision: Decision | null = null;
+        for (let i = 0; i < 40 && decision === null; i++) {
+          if (i > 0) await sleep(100); // Redis is tried again a second after the failure
+          decision = await check.check({ ip: '10.0.6.1' });
+        }
+        assert.equal(decision?.limits[0].remaining, 2);
+        assert.deepEqual(lines.filter((line) => line.startsWith('rate limiter: no reply within')), [gaveUp(600)]);
+        assert.equal(gaveUp(600), "rate limiter: no reply within 0.6 s to a check that timed out: its connection closed (if it ever runs, what it takes stays until the limits' own expiry)");
+      } finally {
+        LATE.ms = saved;
+        check.close();
+      }
+    });
 
     test('after a timeout the next calls go on a new connection; the timed-out one is closed once its late reply is read and undone; close() leaves none', async () => {
       // The ids of the limiter's connections: those that were not there before it (the app's, other tests' limiters).
