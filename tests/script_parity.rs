@@ -99,6 +99,7 @@ through_both_forms!(
     replies_past_2_53_are_refused_and_change_nothing,
     random_arguments_get_the_module_replies,
     concurrency_at_the_ends_of_its_ranges_agrees_exactly,
+    long_logs_and_lease_sets_then_short_ones_agree_exactly,
 );
 
 /// A server with the module and one without, the script loaded there in
@@ -1910,4 +1911,142 @@ fn multi_two<'a>(
     words.extend(first);
     words.extend(second);
     words
+}
+
+/// Sliding logs and lease sets longer than the 256 entries whose arrays
+/// script mode keeps from call to call, then short ones on other keys,
+/// then both in one RL.MULTI, in either order: nothing read from a longer
+/// one is taken for a shorter one's.
+fn long_logs_and_lease_sets_then_short_ones_agree_exactly(load: Load) {
+    let modes = modes(load);
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let at = |ms: u64| format!("{}.{:06}", 1_700_000_000 + ms / 1000, ms % 1000 * 1000);
+    let call = |op: Op, args: &[&str], keys: &[&str]| Call {
+        op,
+        args: args.iter().map(|a| a.to_string()).collect(),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        counts: keys.iter().map(|_| "1".to_string()).collect(),
+    };
+    let mut calls = Vec::new();
+    let mut ms = 0;
+    let mut tick = || {
+        ms += 1;
+        at(ms)
+    };
+    for _ in 0..300 {
+        calls.push(call(
+            Op::Take,
+            &["RL.SLIDINGLOG", "log:long", "1000", "1000", &tick(), "1"],
+            &["log:long"],
+        ));
+    }
+    for _ in 0..3 {
+        calls.push(call(
+            Op::Take,
+            &["RL.SLIDINGLOG", "log:short", "1000", "1000", &tick(), "1"],
+            &["log:short"],
+        ));
+    }
+    for _ in 0..300 {
+        calls.push(call(
+            Op::Take,
+            &["RL.ACQUIRE", "leases:long", "1000", "1000", &tick(), "1"],
+            &["leases:long"],
+        ));
+    }
+    for _ in 0..2 {
+        calls.push(call(
+            Op::Take,
+            &["RL.ACQUIRE", "leases:short", "1000", "1000", &tick(), "1"],
+            &["leases:short"],
+        ));
+    }
+    for (first, second) in [("log:long", "log:short"), ("log:short", "log:long")] {
+        let now = tick();
+        let args = [
+            "RL.MULTI",
+            "2",
+            first,
+            second,
+            &now,
+            "SLIDINGLOG",
+            "1000",
+            "1000",
+            "1",
+            "SLIDINGLOG",
+            "1000",
+            "1000",
+            "1",
+        ];
+        calls.push(call(Op::Multi, &args, &[first, second]));
+    }
+    for (first, second) in [("leases:long", "leases:short"), ("leases:short", "leases:long")] {
+        let now = tick();
+        let args = [
+            "RL.MULTI",
+            "2",
+            first,
+            second,
+            &now,
+            "CONCURRENCY",
+            "1000",
+            "1000",
+            "1",
+            "CONCURRENCY",
+            "1000",
+            "1000",
+            "1",
+        ];
+        calls.push(call(Op::Multi, &args, &[first, second]));
+    }
+    calls.push(call(
+        Op::Renew,
+        &["RL.RENEW", "leases:long", "150", "1000", &tick()],
+        &["leases:long"],
+    ));
+    calls.push(call(
+        Op::Renew,
+        &["RL.RENEW", "leases:short", "2", "1000", &tick()],
+        &["leases:short"],
+    ));
+    calls.push(call(Op::Release, &["RL.RELEASE", "leases:long", "10", &tick()], &["leases:long"]));
+    calls.push(call(Op::Release, &["RL.RELEASE", "leases:short", "1", &tick()], &["leases:short"]));
+    calls.push(call(
+        Op::Take,
+        &["RL.SLIDINGLOG", "log:short", "1000", "1000", &tick(), "1"],
+        &["log:short"],
+    ));
+    calls.push(call(
+        Op::Take,
+        &["RL.ACQUIRE", "leases:short", "1000", "1000", &tick(), "1"],
+        &["leases:short"],
+    ));
+    let replies: Vec<String> =
+        compare_exactly(module, script, &modes.form, &calls).iter().map(show).collect();
+    assert_eq!(replies.len(), calls.len(), "every call compared");
+    // The logs: 300 and 3 units; each RL.MULTI adds one to both.
+    assert_eq!(replies[299], "[1, 700, 1000, 0, 1000000]");
+    assert_eq!(replies[302], "[1, 997, 1000, 0, 1000000]");
+    assert_eq!(replies[605], "[1, 0, [1, 699, 1000, 0, 1000000], [1, 996, 1000, 0, 1000000]]");
+    assert_eq!(replies[606], "[1, 0, [1, 995, 1000, 0, 1000000], [1, 698, 1000, 0, 1000000]]");
+    // The leases: 300 and 2 held (ids to 300 and 2), one more each in
+    // both orders; a lease of each renewed, then one of each released (the
+    // others, all renewed or taken 2 ms before, end 999,998 ms later); the
+    // short log's sixth unit, the short set's fifth lease.
+    assert_eq!(replies[602], "[1, 700, 1000, 0, 1000000, 300]");
+    assert_eq!(replies[604], "[1, 998, 1000, 0, 1000000, 2]");
+    assert_eq!(
+        replies[607],
+        "[1, 0, [1, 699, 1000, 0, 1000000, 301], [1, 997, 1000, 0, 1000000, 3]]"
+    );
+    assert_eq!(
+        replies[608],
+        "[1, 0, [1, 996, 1000, 0, 1000000, 4], [1, 698, 1000, 0, 1000000, 302]]"
+    );
+    assert_eq!(
+        replies[609..613],
+        ["[1, 302, 1000000]", "[1, 4, 1000000]", "[1, 301, 999998]", "[1, 3, 999998]"]
+    );
+    assert_eq!(replies[613], "[1, 994, 1000, 0, 1000000]");
+    assert_eq!(replies[614], "[1, 996, 1000, 0, 1000000, 5]");
 }

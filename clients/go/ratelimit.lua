@@ -229,6 +229,10 @@ local function base(part, lasting)
 
     -- ceil(us / 1000): milliseconds, rounded up.
     local function ms(us)
+        if not wide then
+            local r = fmod(us, 1000)
+            return (us - r) / 1000 + (r > 0 and 1 or 0)
+        end
         local q, r = muldiv(us, 1, 1000, 0)
         return r ~= 0 and add(q, 1) or q
     end
@@ -1096,9 +1100,12 @@ local function sliding_log(part)
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
     local mode = B.mode
 
-    -- The runs of a stored log, and the units in all of them.
+    -- The runs of a stored log, and the units in all of them, in arrays
+    -- used again by the next call (a call reads its logs one at a time;
+    -- entries past `runs` are left from before). A long log's are let go.
+    local T, C, E = {}, {}, {}
     local function decode(value)
-        local times, counts, ends = {}, {}, {}
+        local times, counts, ends = T, C, E
         local runs, total, at, position, length = 0, 0, 0, 8, #value
         while true do
             local _, stop, step, count = find(value, '^(%d+):(%d+)', position)
@@ -1110,21 +1117,29 @@ local function sliding_log(part)
                 and #count < 16 and byte(count) ~= 48 then
                 -- The usual run, read at once: a step below 2^52, a count
                 -- below 10^15 (as stored_span and stored_count read them).
+                -- The time is below 2^53, within MAX_TIME_US.
                 at, count = at + tonumber(step), count == '1' and 1 or tonumber(count) -- (strtod is slow)
                 if at >= 4503599627370496 then -- 2^52: the call is wide from here
                     B.note(at)
                 end
+                total = total + count
+                if total > 9007199254740991 then
+                    B.fail('corrupt')
+                end
             else
                 at = add(at, B.stored_span(step))
                 count = B.stored_count(count, 1)
-            end
-            total = total + count
-            if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
-                B.fail('corrupt')
+                total = total + count
+                if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
+                    B.fail('corrupt')
+                end
             end
             runs = runs + 1
             times[runs], counts[runs], ends[runs] = at, count, stop
             if stop == length then
+                if runs > 256 then
+                    T, C, E = {}, {}, {}
+                end
                 return times, counts, ends, runs, total
             elseif byte(value, stop + 1) ~= 44 then -- ','
                 B.fail('corrupt')
@@ -1136,8 +1151,16 @@ local function sliding_log(part)
     -- A unit logged at s counts while s > now - w (s >= now + 1 - w): the
     -- first run still in the window, and the units from there on.
     local function live(times, counts, runs, total, now, w)
-        local cutoff = lt(now, w) and 0 or add(minus(now, w), 1)
         local first = 1
+        if not mode.wide then
+            local cutoff = now < w and 0 or now - w + 1
+            while first <= runs and times[first] < cutoff do
+                total = total - counts[first]
+                first = first + 1
+            end
+            return first, total
+        end
+        local cutoff = lt(now, w) and 0 or add(minus(now, w), 1)
         while first <= runs and lt(times[first], cutoff) do
             total = total - counts[first]
             first = first + 1
@@ -1147,7 +1170,7 @@ local function sliding_log(part)
 
     -- Milliseconds until a unit logged at `at` (in the window) leaves it.
     local function leaves(now, at, w)
-        return ms(minus(w, minus(now, at)))
+        return ms(mode.wide and minus(w, minus(now, at)) or w - (now - at))
     end
 
     -- The run holding the k-th oldest unit in the window, from `first`,
@@ -1186,11 +1209,14 @@ local function sliding_log(part)
         elseif look then
             return 1, remaining - n, 0, ms(w)
         end
+        -- The runs kept as stored, the first with its time in full, then
+        -- the new one (in one format() while the times are plain).
         local new
         if first > runs then
             new = format('rl1:sl:%s:%d', B.text(now), n)
+        elseif not mode.wide then
+            new = format('rl1:sl:%d:%d%s,%d:%d', times[first], counts[first], sub(value, ends[first] + 1), now - times[runs], n)
         else
-            -- The runs kept as stored, the first with its time in full.
             new = format('rl1:sl:%s:%d', B.text(times[first]), counts[first]) .. sub(value, ends[first] + 1)
                 .. format(',%s:%d', B.text(minus(now, times[runs])), n)
         end
@@ -1253,6 +1279,11 @@ local function concurrency(part)
         return B.size(a, 'limit'), B.span(b, 1000, 'lease')
     end
 
+    -- The leases decode reads, in a table and arrays used again by the
+    -- next call (a call reads its keys one at a time; entries past `count`
+    -- are left from before). Those of a key holding many are let go.
+    local kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+
     -- Only what a command could have stored: at least one lease, each live
     -- at the last update and for at most the longest lease after it, of at
     -- least 1 slot, 2^53 - 1 in all; ids rising from 1, below the next id,
@@ -1265,7 +1296,8 @@ local function concurrency(part)
         end
         last = B.stored_time(last)
         next_id = next_id == '9007199254740992' and next_id + 0 or B.stored_count(next_id, 1)
-        local L = { last = last, next_id = next_id, first = stop + 1, ids = {}, ends = {}, slots = {}, stops = {} }
+        local L = kept
+        L.last, L.next_id, L.first = last, next_id, stop + 1
         local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
         local count, total, previous, length = 0, 0, 0, #value
         local position = L.first
@@ -1308,6 +1340,9 @@ local function concurrency(part)
             fail('corrupt')
         end
         L.count = count
+        if count > 256 then
+            kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+        end
         return L
     end
 
@@ -1336,8 +1371,9 @@ local function concurrency(part)
     -- `gone`, lease `renewed` ending at `renewed_end`, then `added` (a new
     -- lease's text). Stretches of leases left as they were are copied from
     -- the old value.
+    local pieces = {} -- encode's, used again (entries past its `n` are left from before)
     local function encode(value, L, now, next_id, gone, renewed, renewed_end, added)
-        local pieces, n, from = {}, 0, nil
+        local n, from = 0, nil
         if L then
             local ids, ends, stops, plain = L.ids, L.ends, L.stops, not mode.wide
             for i = 1, L.count do
@@ -1352,7 +1388,8 @@ local function concurrency(part)
                     end
                     if ids[i] == renewed then
                         n = n + 1
-                        pieces[n] = format('%d:%s:%d', renewed, B.text(renewed_end), L.slots[i])
+                        pieces[n] = plain and format('%d:%d:%d', renewed, renewed_end, L.slots[i])
+                            or format('%d:%s:%d', renewed, B.text(renewed_end), L.slots[i])
                     end
                 end
             end
@@ -1365,7 +1402,13 @@ local function concurrency(part)
             n = n + 1
             pieces[n] = added
         end
-        return format('rl1:cc:%s:%s:', B.text(now), B.text(next_id)) .. concat(pieces, ',', 1, n)
+        local head = mode.wide and format('rl1:cc:%s:%s:', B.text(now), B.text(next_id))
+            or format('rl1:cc:%d:%d:', now, next_id)
+        local new = head .. concat(pieces, ',', 1, n)
+        if n > 256 then
+            pieces = {}
+        end
+        return new
     end
 
     local function leases(value, now)
@@ -1421,7 +1464,7 @@ local function concurrency(part)
         if look then
             return 1, remaining - n, 0, reset, 0 -- a look holds no lease
         end
-        local added = format('%d:%s:%d', id, B.text(ends_at), n)
+        local added = mode.wide and format('%d:%s:%d', id, B.text(ends_at), n) or format('%d:%d:%d', id, ends_at, n)
         return 1, remaining - n, 0, reset, id, encode(value, L, now, id + 1, nil, nil, nil, added)
     end
 
@@ -1751,11 +1794,17 @@ local function more_commands(part)
         return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
     end
 
+    -- RL.RENEW's lease, its parse kept as a limit's pair is.
+    local LEASE = {
+        parse = function(a)
+            return B.span(a, 1000, 'lease')
+        end,
+    }
     M['RL.RENEW'] = function(keys, argv)
         if #keys ~= 1 or #argv ~= 4 then
             fail(arity('RL.RENEW'))
         end
-        local id, lease = lease_id(argv[2]), B.span(argv[3], 1000, 'lease')
+        local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
         local now = B.now(argv[4])
         return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
     end
