@@ -1,11 +1,11 @@
 """One connection shared by an asyncio limiter's concurrent checks on a
-standalone Redis, as node-redis shares its connection: a call that finds
-the connection idle is written at once, and the calls made while replies
-are due go out together in the next write; the replies are matched back
-in order. Redis reads, runs and answers such a batch in one go, where a
-command sent alone costs it some 20 µs more, mostly system calls
-(redis-benchmark, one FCALL a call, Redis CPU per call: 37 µs one at a
-time, 26 two at a time, 16 eight at a time).
+standalone Redis, as node-redis shares its connection: the calls made in
+one turn of the event loop go out together in one write, as do those made
+while replies are due; the replies are matched back in order. Redis
+reads, runs and answers such a batch in one go, where a command sent alone
+costs it some 20 µs more, mostly system calls (redis-benchmark, one FCALL
+a call, Redis CPU per call: 37 µs one at a time, 26 two at a time, 16
+eight at a time).
 
 A check cancelled while its reply is due (its deadline, or its task
 cancelled) keeps its place in the queue: the reply is still read when it
@@ -70,18 +70,23 @@ class Pipe:
 
     async def call(self, command: list[str], late: Optional[Late] = None) -> Any:
         """`command`'s reply (its error reply raised). Alone on the pipe it
-        is written at once and its reply read here; else it goes in the next
-        write, with the others made meanwhile, and is read with theirs.
-        Cancelled before its reply is in, the reply goes to `late` when it
-        comes."""
+        is written at the end of this turn of the event loop, with the calls
+        the other tasks make in it, and its reply read here; else it goes in
+        the next write, with the others made meanwhile, and is read with
+        theirs. Cancelled before its reply is in, the reply goes to `late`
+        when it comes."""
         if self.broken:
             raise ConnectionError("the limiter's connection was closed")
         future = self.loop.create_future()
         alone = not self.due
         self.due.append((future, late))
         self.unsent.extend(packed(self.connection, command))
+        written = not alone
         try:
             if alone:
+                self.writing = True  # the calls made before the write join it
+                await asyncio.sleep(0)  # the other tasks ready in this turn of the loop make theirs
+                written = True
                 await self._write()
                 if not self.reading:
                     self.reading = True
@@ -95,7 +100,9 @@ class Pipe:
                 future.cancel()
             elif late is not None and not future.cancelled() and future.exception() is None:
                 late(future.result())  # the reply came as the check was cancelled
-            if alone:
+            if not written:
+                self._start(self._send())  # cancelled before its write: the writer sends what was made
+            elif alone:
                 self._reader()  # it was to read here: the reader reads on
             raise
 
