@@ -54,3 +54,32 @@ def test_twenty_checks_at_once_share_one_connection_in_one_write(server: Server,
     # waits for the end of the loop's turn, where the others make theirs),
     # and the second stats()'s INFO.
     assert reads == 2
+
+
+def test_a_call_cancelled_before_its_write_is_still_sent_and_its_reply_goes_to_late(server: Server, r: redis.Redis) -> None:
+    """A call alone on the pipe waits for the end of the loop's turn before
+    its write; cancelled there, the writer still sends it (other calls made
+    in that turn may be in the same write) and its reply goes to `late`."""
+    from redis_ratelimit_client.pipe import Pipe
+
+    async def scenario() -> tuple[list[Any], Any]:
+        connection: Any = redis.asyncio.Connection(port=server.port)  # redis-py leaves connect() untyped
+        await connection.connect()
+        given_back: list[Any] = []
+        pipe = Pipe(connection, given_back.append)
+        late: list[Any] = []
+        first = asyncio.ensure_future(pipe.call(["INCR", "cancelled"], late.append))
+        await asyncio.sleep(0)  # the call is made, and waits for the turn's end
+        first.cancel()
+        second = await asyncio.wait_for(pipe.call(["INCR", "cancelled"]), 5)  # written after it, on the same connection
+        for _ in range(100):
+            if late:
+                break
+            await asyncio.sleep(0.01)
+        await connection.disconnect()
+        return late, second
+
+    late, second = asyncio.run(scenario())
+    assert late == [1]
+    assert second == 2
+    assert r.get("cancelled") == "2"
