@@ -46,7 +46,8 @@ class Pipe:
         self.writing = False  # a write to come takes `unsent` along
         self.reading = False  # someone reads the replies due (a check, or `reader`)
         self.tasks: set[asyncio.Task[None]] = set()  # the writer's and reader's, when they run
-        self.checking: Optional[asyncio.Future[None]] = None
+        self.checking = False  # a check of the connection is under way (ready)
+        self.waiting: list[asyncio.Future[None]] = []  # each a check waiting for it to end
         self.talks = 0  # conversations under way here (a check's, or an undo's)
         self.usable = True  # new checks may come (not retired, not broken)
         self.broken = False
@@ -57,16 +58,23 @@ class Pipe:
         server has, mode.py): with nothing in flight, the server may have
         closed the connection since (a restart), so it is checked, once for
         every check that comes meanwhile, and made again if so."""
-        while self.checking is not None:
-            await asyncio.shield(self.checking)
+        while self.checking:
+            # A future of its own (one cancelled leaves the others be),
+            # woken with the checker's turn, so its call joins the checker's write.
+            waiter = self.loop.create_future()
+            self.waiting.append(waiter)
+            await waiter
         if self.due or self.broken:
             return
-        self.checking = self.loop.create_future()
+        self.checking = True
         try:
             await connected(self.connection)
         finally:
-            checking, self.checking = self.checking, None
-            checking.set_result(None)
+            self.checking = False
+            waiting, self.waiting = self.waiting, []
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def call(self, command: list[str], late: Optional[Late] = None) -> Any:
         """`command`'s reply (its error reply raised). Alone on the pipe it
