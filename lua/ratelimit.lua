@@ -1102,9 +1102,13 @@ local function sliding_log(part)
 
     -- The runs of a stored log, and the units in all of them, in arrays
     -- used again by the next call (a call reads its logs one at a time;
-    -- entries past `runs` are left from before). A long log's are let go.
+    -- entries past `runs` are left from before). A long log's are let go
+    -- (a damaged one's by the next call).
     local T, C, E = {}, {}, {}
     local function decode(value)
+        if T[257] then
+            T, C, E = {}, {}, {}
+        end
         local times, counts, ends = T, C, E
         local runs, total, at, position, length = 0, 0, 0, 8, #value
         while true do
@@ -1296,6 +1300,9 @@ local function concurrency(part)
         end
         last = B.stored_time(last)
         next_id = next_id == '9007199254740992' and next_id + 0 or B.stored_count(next_id, 1)
+        if kept.ids[257] then -- a damaged long set's, read last
+            kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+        end
         local L = kept
         L.last, L.next_id, L.first = last, next_id, stop + 1
         local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops

@@ -2049,4 +2049,34 @@ fn long_logs_and_lease_sets_then_short_ones_agree_exactly(load: Load) {
     );
     assert_eq!(replies[613], "[1, 994, 1000, 0, 1000000]");
     assert_eq!(replies[614], "[1, 996, 1000, 0, 1000000, 5]");
+
+    // Script mode alone: a damaged log and lease set of over 256 entries
+    // are refused, and the short ones read after them are read right.
+    const CORRUPT: &str = "ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; it is left unchanged";
+    let script = &mut modes.script.connect();
+    let log = format!("rl1:sl:1700000000000000:1{},x", ",1:1".repeat(300));
+    let leases: Vec<String> = (1..=300).map(|id| format!("{id}:1700001000000000:1")).collect();
+    let leases = format!("rl1:cc:1700000000000000:301:{},x", leases.join(","));
+    let _: () = redis::cmd("SET").arg("log:damaged").arg(&log).query(script).unwrap();
+    let _: () = redis::cmd("SET").arg("leases:damaged").arg(&leases).query(script).unwrap();
+    let later = at(10_000);
+    let sessions: [(&[&str], &str); 4] = [
+        (&["RL.SLIDINGLOG", "log:damaged", "1000", "1000", &later, "1"], CORRUPT),
+        (
+            &["RL.SLIDINGLOG", "log:short", "1000", "1000", &later, "1"],
+            "[1, 993, 1000, 0, 1000000]",
+        ),
+        (&["RL.ACQUIRE", "leases:damaged", "1000", "1000", &later, "1"], CORRUPT),
+        (
+            &["RL.ACQUIRE", "leases:short", "1000", "1000", &later, "1"],
+            "[1, 995, 1000, 0, 1000000, 6]",
+        ),
+    ];
+    for (args, expected) in sessions {
+        let call: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let full = as_script(&modes.form, &call);
+        let replies: Vec<Value> =
+            redis::pipe().ignore_errors().cmd(&full[0]).arg(&full[1..]).query(script).unwrap();
+        assert_eq!(show(&replies[0]), expected, "{args:?}");
+    }
 }
