@@ -1933,71 +1933,27 @@ fn long_logs_and_lease_sets_then_short_ones_agree_exactly(load: Load) {
         ms += 1;
         at(ms)
     };
-    for _ in 0..300 {
-        calls.push(call(
-            Op::Take,
-            &["RL.SLIDINGLOG", "log:long", "1000", "1000", &tick(), "1"],
-            &["log:long"],
-        ));
+    let takes = [
+        ("RL.SLIDINGLOG", "log:long", 300),
+        ("RL.SLIDINGLOG", "log:short", 3),
+        ("RL.ACQUIRE", "leases:long", 300),
+        ("RL.ACQUIRE", "leases:short", 2),
+    ];
+    for (command, key, times) in takes {
+        for _ in 0..times {
+            calls.push(call(Op::Take, &[command, key, "1000", "1000", &tick(), "1"], &[key]));
+        }
     }
-    for _ in 0..3 {
-        calls.push(call(
-            Op::Take,
-            &["RL.SLIDINGLOG", "log:short", "1000", "1000", &tick(), "1"],
-            &["log:short"],
-        ));
-    }
-    for _ in 0..300 {
-        calls.push(call(
-            Op::Take,
-            &["RL.ACQUIRE", "leases:long", "1000", "1000", &tick(), "1"],
-            &["leases:long"],
-        ));
-    }
-    for _ in 0..2 {
-        calls.push(call(
-            Op::Take,
-            &["RL.ACQUIRE", "leases:short", "1000", "1000", &tick(), "1"],
-            &["leases:short"],
-        ));
-    }
-    for (first, second) in [("log:long", "log:short"), ("log:short", "log:long")] {
-        let now = tick();
-        let args = [
-            "RL.MULTI",
-            "2",
-            first,
-            second,
-            &now,
-            "SLIDINGLOG",
-            "1000",
-            "1000",
-            "1",
-            "SLIDINGLOG",
-            "1000",
-            "1000",
-            "1",
-        ];
-        calls.push(call(Op::Multi, &args, &[first, second]));
-    }
-    for (first, second) in [("leases:long", "leases:short"), ("leases:short", "leases:long")] {
-        let now = tick();
-        let args = [
-            "RL.MULTI",
-            "2",
-            first,
-            second,
-            &now,
-            "CONCURRENCY",
-            "1000",
-            "1000",
-            "1",
-            "CONCURRENCY",
-            "1000",
-            "1000",
-            "1",
-        ];
-        calls.push(call(Op::Multi, &args, &[first, second]));
+    for (algorithm, kind) in [("SLIDINGLOG", "log"), ("CONCURRENCY", "leases")] {
+        let (long, short) = (format!("{kind}:long"), format!("{kind}:short"));
+        for (first, second) in [(&long, &short), (&short, &long)] {
+            let now = tick();
+            let spec = [algorithm, "1000", "1000", "1"];
+            let mut args = vec!["RL.MULTI", "2", first, second, &now];
+            args.extend(spec);
+            args.extend(spec);
+            calls.push(call(Op::Multi, &args, &[first, second]));
+        }
     }
     calls.push(call(
         Op::Renew,
