@@ -53,7 +53,8 @@
 -- limbs of 7 decimal digits (the wide part, built only then).
 --
 -- The file: the parts (shared helpers, the wide numbers, one part per
--- algorithm as in src/algorithms, the commands), then the call. Each part
+-- algorithm as in src/algorithms, the commands, then RL.PEEK with RL.REFUND,
+-- RL.MULTI, and RL.RELEASE with RL.RENEW), then the call. Each part
 -- is a function that builds it, run when a call first needs it: EVALSHA
 -- runs the whole file on every call, and builds only the parts the call
 -- uses; a function library builds each part once and keeps it.
@@ -1516,8 +1517,9 @@ end
 -- Each parses its arguments in the module's order (so that a call with
 -- several bad ones gets the module's error), reads its keys, decides, and
 -- writes once everything is decided. RL.TOKENBUCKET and the other single
--- limits are here; RL.PEEK, RL.REFUND, RL.MULTI, RL.RELEASE and RL.RENEW in
--- the next part, built when one is called.
+-- limits are here; RL.PEEK with RL.REFUND, RL.MULTI, and RL.RELEASE with
+-- RL.RENEW in parts of their own after this one, built when called (under
+-- EVALSHA a call builds only its own).
 
 local function commands(part, lasting)
     local B = part('base')
@@ -1547,7 +1549,8 @@ local function commands(part, lasting)
 
     -- The commands by name: the part of the algorithm that RL.TOKENBUCKET,
     -- RL.LEAKYBUCKET, RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and
-    -- RL.ACQUIRE take from (key a b now [n]); `more` for the others.
+    -- RL.ACQUIRE take from (key a b now [n]; the algorithms' parts have
+    -- two-letter names), or the part holding the command.
     local COMMANDS = {
         ['RL.TOKENBUCKET'] = 'tb',
         ['RL.LEAKYBUCKET'] = 'lb',
@@ -1555,11 +1558,11 @@ local function commands(part, lasting)
         ['RL.SLIDINGWINDOW'] = 'sw',
         ['RL.SLIDINGLOG'] = 'sl',
         ['RL.ACQUIRE'] = 'cc',
-        ['RL.PEEK'] = 'more',
-        ['RL.REFUND'] = 'more',
-        ['RL.MULTI'] = 'more',
-        ['RL.RELEASE'] = 'more',
-        ['RL.RENEW'] = 'more',
+        ['RL.PEEK'] = 'named',
+        ['RL.REFUND'] = 'named',
+        ['RL.MULTI'] = 'multi',
+        ['RL.RELEASE'] = 'leases',
+        ['RL.RENEW'] = 'leases',
     }
 
     -- A limit's `a` and `b` as the algorithm `A` parses them. They repeat
@@ -1615,7 +1618,7 @@ local function commands(part, lasting)
             name = upper(name)
             code = COMMANDS[name]
         end
-        local command = code == 'more' and part('more')[name] or code and take
+        local command = code and (#code == 2 and take or part(code)[name])
         if not command then
             return redis.error_reply('ERR unknown command \'' .. tostring(argv[1]) .. '\' for redis-ratelimit script mode')
         end
@@ -1637,13 +1640,12 @@ local function commands(part, lasting)
     }
 end
 
--- RL.PEEK, RL.REFUND, RL.MULTI, RL.RELEASE, RL.RENEW -----------------------------
+-- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
 
-local function more_commands(part)
+local function named(part)
     local B, K = part('base'), part('commands')
-    local upper = string.upper
-    local fail, arity, check, fields = B.fail, K.arity, K.check, K.fields
-    local M = {}
+    local upper, fail, arity, fields = string.upper, B.fail, K.arity, K.fields
+    local N = {}
 
     local ALGORITHMS = {
         TOKENBUCKET = 'tb',
@@ -1664,8 +1666,10 @@ local function more_commands(part)
         return s == nil and 1 or B.count(s) or fail('count')
     end
 
+    N.limit, N.count = limit, count
+
     -- RL.PEEK key ALGORITHM a b now [n]: a take that changes nothing.
-    M['RL.PEEK'] = function(keys, argv)
+    N['RL.PEEK'] = function(keys, argv)
         if #keys ~= 1 or #argv < 5 then
             fail(arity('RL.PEEK'))
         end
@@ -1679,7 +1683,7 @@ local function more_commands(part)
     end
 
     -- RL.REFUND key ALGORITHM a b now n
-    M['RL.REFUND'] = function(keys, argv)
+    N['RL.REFUND'] = function(keys, argv)
         if #keys ~= 1 or #argv ~= 6 then
             fail(arity('RL.REFUND'))
         end
@@ -1697,6 +1701,17 @@ local function more_commands(part)
         end
         return reply
     end
+
+    return N
+end
+
+-- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
+-- every limit decides on what it reads, and only when all of them admit
+-- are their writes made.
+
+local function multi(part)
+    local B, K, N = part('base'), part('commands'), part('named')
+    local fail, arity, check, limit, count = B.fail, K.arity, K.check, N.limit, N.count
 
     -- Whether a key appears twice (a few keys compared pairwise, more
     -- through a set left empty for the next call).
@@ -1721,67 +1736,73 @@ local function more_commands(part)
         return twice
     end
 
-    -- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
-    -- every limit decides on what it reads, and only when all of them admit
-    -- are their writes made. The limits' arrays are used again by each call.
+    -- The limits' arrays are used again by each call.
     local limits, sizes, pers, counts, values, news = {}, {}, {}, {}, {}, {}
-    M['RL.MULTI'] = function(keys, argv)
-        local k = #keys
-        if 1 + k + #argv < 8 then
-            fail(arity('RL.MULTI'))
-        end
-        -- At most 1000 keys, as the module: a call runs alone on the server.
-        if k == 0 or k > 1000 then
-            fail('numkeys')
-        end
-        if #argv ~= 2 + 4 * k then
-            fail(arity('RL.MULTI'))
-        end
-        for i = 1, k do
-            local at = 4 * i - 1
-            limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
-            counts[i] = count(argv[at + 3])
-        end
-        local now = B.now(argv[2])
-        if repeated(keys, k) then
-            fail('repeated')
-        end
-        for i = 1, k do
-            values[i] = B.read(keys[i], limits[i].prefix)
-        end
-        local reply, allowed = { 1, 0 }, true
-        for i = 1, k do
-            local f = { 0, 0, sizes[i], 0, 0, nil }
-            f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
-            reply[2 + i], allowed = f, allowed and f[1] == 1
-        end
-        local retry = 0
-        for i = 1, k do
-            local f = reply[2 + i]
-            if not allowed and f[1] == 1 then
-                -- Nothing is taken: a limit that would admit reports its
-                -- state as a look (n = 0) does.
-                f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
+    return {
+        ['RL.MULTI'] = function(keys, argv)
+            local k = #keys
+            if 1 + k + #argv < 8 then
+                fail(arity('RL.MULTI'))
             end
-            check(f[4], f[5], f[6])
-            if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
-                retry = f[4]
+            -- At most 1000 keys, as the module: a call runs alone on the server.
+            if k == 0 or k > 1000 then
+                fail('numkeys')
             end
-        end
-        for i = 1, k do
-            if allowed and news[i] then
-                B.write(keys[i], news[i], reply[2 + i][5])
+            if #argv ~= 2 + 4 * k then
+                fail(arity('RL.MULTI'))
             end
-            values[i], news[i] = nil, nil
-        end
-        if not allowed then
-            reply[1], reply[2] = 0, retry
-        end
-        return reply
-    end
+            for i = 1, k do
+                local at = 4 * i - 1
+                limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
+                counts[i] = count(argv[at + 3])
+            end
+            local now = B.now(argv[2])
+            if repeated(keys, k) then
+                fail('repeated')
+            end
+            for i = 1, k do
+                values[i] = B.read(keys[i], limits[i].prefix)
+            end
+            local reply, allowed = { 1, 0 }, true
+            for i = 1, k do
+                local f = { 0, 0, sizes[i], 0, 0, nil }
+                f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
+                reply[2 + i], allowed = f, allowed and f[1] == 1
+            end
+            local retry = 0
+            for i = 1, k do
+                local f = reply[2 + i]
+                if not allowed and f[1] == 1 then
+                    -- Nothing is taken: a limit that would admit reports its
+                    -- state as a look (n = 0) does.
+                    f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
+                end
+                check(f[4], f[5], f[6])
+                if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
+                    retry = f[4]
+                end
+            end
+            for i = 1, k do
+                if allowed and news[i] then
+                    B.write(keys[i], news[i], reply[2 + i][5])
+                end
+                values[i], news[i] = nil, nil
+            end
+            if not allowed then
+                reply[1], reply[2] = 0, retry
+            end
+            return reply
+        end,
+    }
+end
 
-    -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
-    -- [released or renewed, held, reset_after_ms].
+-- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
+-- [released or renewed, held, reset_after_ms].
+
+local function leases(part)
+    local B, K = part('base'), part('commands')
+    local fail, arity = B.fail, K.arity
+
     local function lease_id(s)
         return B.count(s) or fail('lease_id')
     end
@@ -1793,30 +1814,30 @@ local function more_commands(part)
         return { done, held, reset }
     end
 
-    M['RL.RELEASE'] = function(keys, argv)
-        if #keys ~= 1 or #argv ~= 3 then
-            fail(arity('RL.RELEASE'))
-        end
-        local id, now = lease_id(argv[2]), B.now(argv[3])
-        return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
-    end
-
     -- RL.RENEW's lease, its parse kept as a limit's pair is.
     local LEASE = {
         parse = function(a)
             return B.span(a, 1000, 'lease')
         end,
     }
-    M['RL.RENEW'] = function(keys, argv)
-        if #keys ~= 1 or #argv ~= 4 then
-            fail(arity('RL.RENEW'))
-        end
-        local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
-        local now = B.now(argv[4])
-        return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
-    end
 
-    return M
+    return {
+        ['RL.RELEASE'] = function(keys, argv)
+            if #keys ~= 1 or #argv ~= 3 then
+                fail(arity('RL.RELEASE'))
+            end
+            local id, now = lease_id(argv[2]), B.now(argv[3])
+            return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
+        end,
+        ['RL.RENEW'] = function(keys, argv)
+            if #keys ~= 1 or #argv ~= 4 then
+                fail(arity('RL.RENEW'))
+            end
+            local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
+            local now = B.now(argv[4])
+            return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
+        end,
+    }
 end
 
 -- The call ---------------------------------------------------------------------
@@ -1836,7 +1857,9 @@ PARTS = {
     sl = sliding_log,
     cc = concurrency,
     commands = commands,
-    more = more_commands,
+    named = named,
+    multi = multi,
+    leases = leases,
 }
 built = {}
 if redis.register_function then
