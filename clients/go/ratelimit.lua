@@ -1738,62 +1738,63 @@ local function multi(part)
 
     -- The limits' arrays are used again by each call.
     local limits, sizes, pers, counts, values, news = {}, {}, {}, {}, {}, {}
-    return {
-        ['RL.MULTI'] = function(keys, argv)
-            local k = #keys
-            if 1 + k + #argv < 8 then
-                fail(arity('RL.MULTI'))
+    local M = {}
+    M['RL.MULTI'] = function(keys, argv)
+        local k = #keys
+        if 1 + k + #argv < 8 then
+            fail(arity('RL.MULTI'))
+        end
+        -- At most 1000 keys, as the module: a call runs alone on the server.
+        if k == 0 or k > 1000 then
+            fail('numkeys')
+        end
+        if #argv ~= 2 + 4 * k then
+            fail(arity('RL.MULTI'))
+        end
+        for i = 1, k do
+            local at = 4 * i - 1
+            limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
+            counts[i] = count(argv[at + 3])
+        end
+        local now = B.now(argv[2])
+        if repeated(keys, k) then
+            fail('repeated')
+        end
+        for i = 1, k do
+            values[i] = B.read(keys[i], limits[i].prefix)
+        end
+        local reply, allowed = { 1, 0 }, true
+        for i = 1, k do
+            local f = { 0, 0, sizes[i], 0, 0, nil }
+            f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
+            reply[2 + i], allowed = f, allowed and f[1] == 1
+        end
+        local retry = 0
+        for i = 1, k do
+            local f = reply[2 + i]
+            if not allowed and f[1] == 1 then
+                -- Nothing is taken: a limit that would admit reports its
+                -- state as a look (n = 0) does.
+                f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
             end
-            -- At most 1000 keys, as the module: a call runs alone on the server.
-            if k == 0 or k > 1000 then
-                fail('numkeys')
+            check(f[4], f[5], f[6])
+            if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
+                retry = f[4]
             end
-            if #argv ~= 2 + 4 * k then
-                fail(arity('RL.MULTI'))
+        end
+        for i = 1, k do
+            if allowed and news[i] then
+                B.write(keys[i], news[i], reply[2 + i][5])
             end
-            for i = 1, k do
-                local at = 4 * i - 1
-                limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
-                counts[i] = count(argv[at + 3])
-            end
-            local now = B.now(argv[2])
-            if repeated(keys, k) then
-                fail('repeated')
-            end
-            for i = 1, k do
-                values[i] = B.read(keys[i], limits[i].prefix)
-            end
-            local reply, allowed = { 1, 0 }, true
-            for i = 1, k do
-                local f = { 0, 0, sizes[i], 0, 0, nil }
-                f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
-                reply[2 + i], allowed = f, allowed and f[1] == 1
-            end
-            local retry = 0
-            for i = 1, k do
-                local f = reply[2 + i]
-                if not allowed and f[1] == 1 then
-                    -- Nothing is taken: a limit that would admit reports its
-                    -- state as a look (n = 0) does.
-                    f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
-                end
-                check(f[4], f[5], f[6])
-                if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
-                    retry = f[4]
-                end
-            end
-            for i = 1, k do
-                if allowed and news[i] then
-                    B.write(keys[i], news[i], reply[2 + i][5])
-                end
-                values[i], news[i] = nil, nil
-            end
-            if not allowed then
-                reply[1], reply[2] = 0, retry
-            end
-            return reply
-        end,
-    }
+            values[i], news[i] = nil, nil
+        end
+        if not allowed then
+            reply[1], reply[2] = 0, retry
+        end
+        return reply
+    end
+
+    return M
 end
 
 -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
@@ -1814,30 +1815,31 @@ local function leases(part)
         return { done, held, reset }
     end
 
+    local L = {}
+    L['RL.RELEASE'] = function(keys, argv)
+        if #keys ~= 1 or #argv ~= 3 then
+            fail(arity('RL.RELEASE'))
+        end
+        local id, now = lease_id(argv[2]), B.now(argv[3])
+        return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
+    end
+
     -- RL.RENEW's lease, its parse kept as a limit's pair is.
     local LEASE = {
         parse = function(a)
             return B.span(a, 1000, 'lease')
         end,
     }
+    L['RL.RENEW'] = function(keys, argv)
+        if #keys ~= 1 or #argv ~= 4 then
+            fail(arity('RL.RENEW'))
+        end
+        local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
+        local now = B.now(argv[4])
+        return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
+    end
 
-    return {
-        ['RL.RELEASE'] = function(keys, argv)
-            if #keys ~= 1 or #argv ~= 3 then
-                fail(arity('RL.RELEASE'))
-            end
-            local id, now = lease_id(argv[2]), B.now(argv[3])
-            return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
-        end,
-        ['RL.RENEW'] = function(keys, argv)
-            if #keys ~= 1 or #argv ~= 4 then
-                fail(arity('RL.RENEW'))
-            end
-            local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
-            local now = B.now(argv[4])
-            return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
-        end,
-    }
+    return L
 end
 
 -- The call ---------------------------------------------------------------------
