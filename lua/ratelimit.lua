@@ -59,6 +59,13 @@
 -- runs the whole file on every call, and builds only the parts the call
 -- uses; a function library builds each part once and keeps it.
 
+-- The string and math functions the parts share. Held here, they reach
+-- each part's functions as its builder's upvalues: copies in a part would
+-- each be an upvalue that EVALSHA makes again on every call. (Taken when
+-- the first part is built: FUNCTION LOAD runs this top level with no
+-- `string` or `math` in sight on Redis 7.0.)
+local find, sub, byte, format, fmod, floor, tonumber
+
 local PARTS -- name -> the function that builds the part (at the end)
 local built
 
@@ -68,6 +75,10 @@ local lasting = false -- whether the parts live on from call to call (FCALL)
 local function part(name)
     local p = built[name]
     if p == nil then
+        if not find then
+            find, sub, byte, format = string.find, string.sub, string.byte, string.format
+            fmod, floor, tonumber = math.fmod, math.floor, _G.tonumber
+        end
         p = PARTS[name](part, lasting)
         built[name] = p
     end
@@ -109,10 +120,6 @@ end
 -- Errors, numbers, arguments, stored fields, the server's clock.
 
 local function base(part, lasting)
-    local find, sub, byte, format = string.find, string.sub, string.byte, string.format
-    local fmod, floor, tonumber = math.fmod, math.floor, tonumber
-
-
     -- A failure: the module's error `name` (or a message of its own),
     -- unwound with error() and turned into an error reply by the call.
     local Failure = {}
@@ -456,9 +463,7 @@ end
 -- below 2^53.
 
 local function wide()
-    local fmod, floor, max = math.fmod, math.floor, math.max
-    local find, sub, format, concat = string.find, string.sub, string.format, table.concat
-    local type, tonumber = type, tonumber
+    local max, concat, type = math.max, table.concat, type
     local BASE = 10000000
     local TWO52, TWO53 = 4503599627370496, 9007199254740992
     local W = {}
@@ -657,8 +662,6 @@ end
 local function token_bucket(part)
     local B = part('base')
     local mode = B.mode
-    local find, sub, byte, format = string.find, string.sub, string.byte, string.format
-    local fmod, tonumber = math.fmod, tonumber
     local fail, minus, lt, muldiv = B.fail, B.minus, B.lt, B.muldiv
     local PICO = 1000000000000
 
@@ -884,7 +887,6 @@ end
 local function fixed_window(part)
     local B = part('base')
     local mode = B.mode
-    local find, format = string.find, string.format
     local minus, lt, mod, ms = B.minus, B.lt, B.mod, B.ms
 
     -- The limit and the window.
@@ -968,7 +970,6 @@ end
 local function sliding_window(part)
     local B, F = part('base'), part('fw')
     local mode = B.mode
-    local find, format = string.find, string.format
     local minus, add, lt, mod, ms, muldiv = B.minus, B.add, B.lt, B.mod, B.ms, B.muldiv
 
     -- The time (never before the last update) and the counts as seen
@@ -1097,7 +1098,6 @@ end
 
 local function sliding_log(part)
     local B, F = part('base'), part('fw')
-    local find, sub, byte, format, tonumber = string.find, string.sub, string.byte, string.format, tonumber
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
     local mode = B.mode
 
@@ -1274,8 +1274,7 @@ end
 
 local function concurrency(part)
     local B = part('base')
-    local find, sub, byte, format, concat, sort = string.find, string.sub, string.byte, string.format, table.concat, table.sort
-    local ipairs, tonumber = ipairs, tonumber
+    local concat, sort, ipairs = table.concat, table.sort, ipairs
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
     local fail, mode = B.fail, B.mode
 
@@ -1524,8 +1523,10 @@ end
 local function commands(part, lasting)
     local B = part('base')
     local mode = B.mode
-    local upper, type, tostring = string.upper, type, tostring
-    local pcall, error, getmetatable = pcall, error, getmetatable
+    -- (type, string.upper, tostring, getmetatable and error are read as
+    -- globals: they are on rare paths, and a local taken for them would be
+    -- one more upvalue built on every EVALSHA call.)
+    local pcall = pcall
     local fail = B.fail
 
     local function arity(command)
@@ -1615,7 +1616,7 @@ local function commands(part, lasting)
         local name = argv[1] or ''
         local code = COMMANDS[name]
         if not code then
-            name = upper(name)
+            name = string.upper(name)
             code = COMMANDS[name]
         end
         local command = code and (#code == 2 and take or part(code)[name])
