@@ -64,7 +64,10 @@
 -- each be an upvalue that EVALSHA makes again on every call. (Taken when
 -- the first part is built: FUNCTION LOAD runs this top level with no
 -- `string` or `math` in sight on Redis 7.0.)
-local find, sub, byte, format, fmod, floor, tonumber
+--
+-- Digits already checked (by a pattern, or from TIME) are read by
+-- arithmetic, `s + 0`: one strtod, where Lua 5.1's tonumber takes two.
+local find, sub, byte, format, fmod, floor
 
 local PARTS -- name -> the function that builds the part (at the end)
 local built
@@ -77,7 +80,7 @@ local function part(name)
     if p == nil then
         if not find then
             find, sub, byte, format = string.find, string.sub, string.byte, string.format
-            fmod, floor, tonumber = math.fmod, math.floor, _G.tonumber
+            fmod, floor = math.fmod, math.floor
         end
         p = PARTS[name](part, lasting)
         built[name] = p
@@ -249,7 +252,7 @@ local function base(part, lasting)
     local function decimal(s)
         local n = #s
         if n <= 15 or (n == 16 and s <= '9007199254740991') then
-            return tonumber(s)
+            return s + 0
         end
         local first = find(s, '[^0]')
         if not first then
@@ -292,7 +295,7 @@ local function base(part, lasting)
             s, n = sub(s, first), n - first + 1
         end
         if n < 16 or (n == 16 and s <= '9007199254740991') then
-            return tonumber(s)
+            return s + 0
         end
     end
 
@@ -321,10 +324,10 @@ local function base(part, lasting)
             whole, decimals = dot - 1, #s - dot
         end
         if whole <= 9 and decimals <= 6 then
-            return floor(tonumber(s) * 1000000 + 0.5)
+            return floor(s * 1000000 + 0.5)
         elseif whole == 10 and decimals <= 6 and s < '9007199254' then
-            local us = tonumber(dot and sub(s, 1, whole) or s) * 1000000
-            return decimals > 0 and us + tonumber(sub(s, dot + 1)) * SCALE[decimals] or us
+            local us = (dot and sub(s, 1, whole) or s) * 1000000
+            return decimals > 0 and us + sub(s, dot + 1) * SCALE[decimals] or us
         elseif whole > 20 then
             return nil
         end
@@ -356,7 +359,7 @@ local function base(part, lasting)
                 replicate()
             end
             local t = redis.call('TIME')
-            return note(tonumber(t[1]) * 1000000 + tonumber(t[2]))
+            return note(t[1] * 1000000 + t[2])
         end
         local us = micros(s)
         if not us or not within(us, MAX_TIME_US) then
@@ -403,7 +406,7 @@ local function base(part, lasting)
         if n > 16 or (n > 1 and byte(s) == 48) or (n == 16 and s > '9007199254740991') then
             fail('corrupt')
         end
-        n = tonumber(s)
+        n = s + 0
         if n < low then
             fail('corrupt')
         end
@@ -422,7 +425,7 @@ local function base(part, lasting)
     local function stored_time(s)
         local n = s and #s or 0
         if n > 0 and (n < 16 or (n == 16 and s < '4503599627370496')) and (n == 1 or byte(s) ~= 48) then
-            return tonumber(s) -- below 2^52, the usual case, at once
+            return s + 0 -- below 2^52, the usual case, at once
         end
         local t = stored_span(s)
         return within(t, MAX_TIME_US) and t or fail('corrupt')
@@ -463,7 +466,7 @@ end
 -- below 2^53.
 
 local function wide()
-    local max, concat, type = math.max, table.concat, type
+    local max, concat, type, tonumber = math.max, table.concat, type, tonumber
     local BASE = 10000000
     local TWO52, TWO53 = 4503599627370496, 9007199254740992
     local W = {}
@@ -686,8 +689,8 @@ local function token_bucket(part)
         if length > 28 or (byte(value, 8) == 48 and length > 1) then
             fail('corrupt')
         end
-        local units = length > 12 and tonumber(sub(value, 8, colon - 13)) or 0
-        local pico = tonumber(sub(value, length > 12 and colon - 12 or 8, colon - 1))
+        local units = length > 12 and sub(value, 8, colon - 13) + 0 or 0
+        local pico = sub(value, length > 12 and colon - 12 or 8, colon - 1) + 0
         if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
             fail('corrupt')
         end
@@ -1123,7 +1126,7 @@ local function sliding_log(part)
                 -- The usual run, read at once: a step below 2^52, a count
                 -- below 10^15 (as stored_span and stored_count read them).
                 -- The time is below 2^53, within MAX_TIME_US.
-                at, count = at + tonumber(step), count == '1' and 1 or tonumber(count) -- (strtod is slow)
+                at, count = at + step, count == '1' and 1 or count + 0 -- (strtod is slow)
                 if at >= 4503599627370496 then -- 2^52: the call is wide from here
                     B.note(at)
                 end
@@ -1320,7 +1323,7 @@ local function concurrency(part)
                 -- The usual lease, read at once: an id and slots below
                 -- 10^15, an end below 2^52 (as stored_count and stored_span
                 -- read them; a plain span is within MAX_SPAN_US).
-                id, ends_at, n = tonumber(id), tonumber(ends_at), n == '1' and 1 or tonumber(n) -- (strtod is slow)
+                id, ends_at, n = id + 0, ends_at + 0, n == '1' and 1 or n + 0 -- (strtod is slow)
                 total = total + n
                 if id <= previous or total > 9007199254740991 or ends_at <= last then
                     fail('corrupt')
