@@ -150,7 +150,9 @@ for (const { mode, withModule } of MODES) describe(`mode ${mode}`, () => {
 
     test('concurrency: clients that abort at 40 ms never free a slot while its 100 ms handler runs (never above the limit of 3)', async () => {
       const handlers = new Handlers();
-      const app: any = Fastify();
+      // The aborted fetches leave connections behind: without forcing them
+      // closed, app.close() can wait out Fastify's keep-alive timeout (72 s).
+      const app: any = Fastify({ forceCloseConnections: true });
       await app.register(fastifyRateLimit, { redis, mode, limits: BUSY });
       app.get('/busy', async () => {
         await handlers.work();
