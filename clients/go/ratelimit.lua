@@ -348,6 +348,11 @@ local function base(part, lasting)
         return us
     end
 
+    -- The limit and the window of the windows and the sliding log.
+    local function window_limit(a, b)
+        return size(a, 'limit'), span(b, 1000, 'window')
+    end
+
     -- Unix microseconds now: `*`, the server's clock, or a decimal.
     -- Writes after TIME are replicated by their effects: Redis 6.2 may be
     -- set to replicate scripts verbatim, so a script asks for effects;
@@ -438,6 +443,7 @@ local function base(part, lasting)
         text = text,
         size = size,
         span = span,
+        window_limit = window_limit,
         now = now,
         read = read,
         write = write,
@@ -892,11 +898,6 @@ local function fixed_window(part)
     local mode = B.mode
     local minus, lt, mod, ms = B.minus, B.lt, B.mod, B.ms
 
-    -- The limit and the window.
-    local function parse(a, b)
-        return B.size(a, 'limit'), B.span(b, 1000, 'window')
-    end
-
     -- The time (never before the last update) and the units counted in
     -- its window.
     local function current(value, now, w)
@@ -958,7 +959,7 @@ local function fixed_window(part)
 
     return {
         prefix = 'rl1:fw:',
-        parse = parse,
+        parse = B.window_limit,
         take = take,
         refund = refund,
     }
@@ -971,7 +972,7 @@ end
 -- weight + current > limit.
 
 local function sliding_window(part)
-    local B, F = part('base'), part('fw')
+    local B = part('base')
     local mode = B.mode
     local minus, add, lt, mod, ms, muldiv = B.minus, B.add, B.lt, B.mod, B.ms, B.muldiv
 
@@ -1088,7 +1089,7 @@ local function sliding_window(part)
     end
 
     return {
-        prefix = 'rl1:sw:', parse = F.parse,
+        prefix = 'rl1:sw:', parse = B.window_limit,
         take = take,
         refund = refund,
     }
@@ -1100,7 +1101,7 @@ end
 -- a call keeps are copied from there as they are.
 
 local function sliding_log(part)
-    local B, F = part('base'), part('fw')
+    local B = part('base')
     local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
     local mode = B.mode
 
@@ -1261,7 +1262,7 @@ local function sliding_log(part)
     end
 
     return {
-        prefix = 'rl1:sl:', parse = F.parse,
+        prefix = 'rl1:sl:', parse = B.window_limit,
         take = take,
         refund = refund,
     }
