@@ -1649,7 +1649,7 @@ end
 
 local function named(part)
     local B, K = part('base'), part('commands')
-    local upper, fail, arity, fields = string.upper, B.fail, K.arity, K.fields
+    local fail, arity, fields = B.fail, K.arity, K.fields
     local N = {}
 
     local ALGORITHMS = {
@@ -1662,8 +1662,10 @@ local function named(part)
     }
 
     -- A limit named in the call: its algorithm's part, size and per.
+    -- (string.upper, on a rare path, is read as a global: a local for it
+    -- would be one more upvalue built on every EVALSHA call.)
     local function limit(name, a, b)
-        local A = part(ALGORITHMS[name] or ALGORITHMS[upper(name)] or fail('algorithm'))
+        local A = part(ALGORITHMS[name] or ALGORITHMS[string.upper(name)] or fail('algorithm'))
         return A, K.limit(A, a, b)
     end
 
