@@ -1313,24 +1313,25 @@ local function concurrency(part)
         local count, total, previous, length = 0, 0, 0, #value
         local position = L.first
         while true do
-            local id, ends_at, n
-            _, stop, id, ends_at, n = find(value, '^(%d+):(%d+):(%d+)', position)
+            -- Each field starts with 1 to 9: a leading zero is damage.
+            local id, end_text, n
+            _, stop, id, end_text, n = find(value, '^([1-9]%d*):([1-9]%d*):([1-9]%d*)', position)
             if not stop then
                 fail('corrupt')
             end
-            local e = #ends_at
-            if not mode.wide and #id < 16 and #n < 16 and (e < 16 or (e == 16 and ends_at < '4503599627370496'))
-                and byte(id) ~= 48 and byte(n) ~= 48 and byte(ends_at) ~= 48 then
+            local ends_at = not mode.wide and #id < 16 and #n < 16 and #end_text <= 16 and end_text + 0
+            if ends_at and ends_at < 4503599627370496 then
                 -- The usual lease, read at once: an id and slots below
                 -- 10^15, an end below 2^52 (as stored_count and stored_span
-                -- read them; a plain span is within MAX_SPAN_US).
-                id, ends_at, n = id + 0, ends_at + 0, n == '1' and 1 or n + 0 -- (strtod is slow)
+                -- read them; a plain span is within MAX_SPAN_US). A double
+                -- of 16 digits is below 2^52 only when they are.
+                id, n = id + 0, n == '1' and 1 or n + 0 -- (strtod is slow)
                 total = total + n
                 if id <= previous or total > 9007199254740991 or ends_at <= last then
                     fail('corrupt')
                 end
             else
-                id, ends_at, n = B.stored_count(id, 1), B.stored_span(ends_at), B.stored_count(n, 1)
+                id, ends_at, n = B.stored_count(id, 1), B.stored_span(end_text), B.stored_count(n, 1)
                 total = total + n
                 if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
                     or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
