@@ -36,7 +36,8 @@ test: build
 # the module, their packages installed from the lock files; the Python suite
 # under -W error (a warning fails it), with the newest redis-py (the lock's)
 # and once more with the lowest that pyproject.toml admits (all but
-# test_package, which checks the package itself; a few minutes).
+# test_package, which checks the package itself; a few minutes: Node runs
+# four test files at a time, pytest four tests, as they mostly wait).
 test-clients: build
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 	cd clients/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements.lock \
