@@ -1117,17 +1117,19 @@ local function sliding_log(part)
         local times, counts, ends = T, C, E
         local runs, total, at, position, length = 0, 0, 0, 8, #value
         while true do
-            local _, stop, step, count = find(value, '^(%d+):(%d+)', position)
+            -- A count starts with 1 to 9 (a leading zero is damage); a
+            -- step may be 0.
+            local _, stop, step, count = find(value, '^(%d+):([1-9]%d*)', position)
             if not stop then
                 B.fail('corrupt')
             end
             local s = #step
-            if not mode.wide and (s < 16 or (s == 16 and step < '4503599627370496')) and (s == 1 or byte(step) ~= 48)
-                and #count < 16 and byte(count) ~= 48 then
+            local plain = not mode.wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
+            if plain and plain < 4503599627370496 then
                 -- The usual run, read at once: a step below 2^52, a count
                 -- below 10^15 (as stored_span and stored_count read them).
                 -- The time is below 2^53, within MAX_TIME_US.
-                at, count = at + step, count == '1' and 1 or count + 0 -- (strtod is slow)
+                at, count = at + plain, count == '1' and 1 or count + 0 -- (strtod is slow)
                 if at >= 4503599627370496 then -- 2^52: the call is wide from here
                     B.note(at)
                 end
