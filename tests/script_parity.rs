@@ -843,9 +843,9 @@ fn the_function_library_agrees_with_the_module() {
 /// made of the file's parts and a function of the test's own.
 #[test]
 fn exact_products_in_doubles_agree_with_u128() {
-    let parts = SCRIPT.split("\nbuilt = {}\nif redis.register_function").next().expect("the parts");
+    let parts = SCRIPT.split("\nif redis.register_function").next().expect("the parts");
     let library = format!(
-        "#!lua name=muldiv_check\n{parts}\nbuilt = {{}}\n{}",
+        "#!lua name=muldiv_check\n{parts}\n{}",
         r#"redis.register_function('muldiv_check', function(keys, args)
             local B, out = part('base'), {}
             for i = 1, #args, 4 do

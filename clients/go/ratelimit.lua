@@ -54,13 +54,13 @@
 --
 -- The file: the parts (shared helpers, the wide numbers, one part per
 -- algorithm as in src/algorithms, the commands, then RL.PEEK with RL.REFUND,
--- RL.MULTI, and RL.RELEASE with RL.RENEW), then the call. Each part
--- is a function that builds it, run when a call first needs it: EVALSHA
--- runs the whole file on every call, and builds only the parts the call
--- uses; a function library builds each part once and keeps it.
+-- RL.MULTI, and RL.RELEASE with RL.RENEW), each a branch of one function
+-- that builds it when a call first needs it; then the call. EVALSHA runs
+-- the whole file on every call, and builds only the parts the call uses; a
+-- function library builds each part once and keeps it.
 
 -- The string and math functions the parts share. Held here, they reach
--- each part's functions as its builder's upvalues: copies in a part would
+-- each part's functions as upvalues of build(), below: copies in a part would
 -- each be an upvalue that EVALSHA makes again on every call. (Taken when
 -- the first part is built: FUNCTION LOAD runs this top level with no
 -- `string` or `math` in sight on Redis 7.0.)
@@ -69,1811 +69,1766 @@
 -- arithmetic, `s + 0`: one strtod, where Lua 5.1's tonumber takes two.
 local find, sub, byte, format, fmod, floor
 
-local PARTS -- name -> the function that builds the part (at the end)
-local built
-
 local lasting = false -- whether the parts live on from call to call (FCALL)
 
+local part -- part(name): the part `name`, built on first use (after the parts)
+
+-- The parts -------------------------------------------------------------------
+-- build(name) builds the part `name`: one function, a branch a part, rather
+-- than a function a part: under EVALSHA each of those would be a closure
+-- made again on every call (13 of them, some 10,000 instructions), where a
+-- branch makes its closures only when it runs.
+
+local function build(name)
+    if name == 'errors' then
+        -- Errors --------------------------------------------------------------
+        -- Worded as the module's (src/error.rs); built when a call fails.
+        return {
+            capacity = 'ERR capacity must be an integer from 1 to 9007199254740991',
+            rate = 'ERR rate must be a decimal number of units per second from 0.000001 to 1000000000000',
+            fill = 'ERR capacity / rate must be at most 1000000000000 seconds (the time to refill or drain the whole bucket)',
+            limit = 'ERR limit must be an integer from 1 to 9007199254740991',
+            window = 'ERR window must be a decimal number of seconds from 0.001 to 1000000000000',
+            now = 'ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999',
+            count = 'ERR n must be an integer from 0 to 9007199254740991',
+            algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY',
+            lease = 'ERR lease must be a decimal number of seconds from 0.001 to 1000000000000',
+            lease_id = 'ERR lease_id must be an integer from 0 to 9007199254740991',
+            refund_concurrency = 'ERR a concurrency limit takes no refund: release its lease with RL.RELEASE',
+            numkeys = 'ERR numkeys must be an integer from 1 to 1000',
+            repeated = 'ERR a key may appear only once',
+            wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value',
+            module_key = 'WRONGTYPE the key holds module-mode state (the redis-ratelimit module\'s type); '
+                .. 'script mode cannot use it: give each mode its own key prefix',
+            -- Lua returns integers exactly only below 2^53: a reply past that (a
+            -- leaky bucket whose stored queue is far longer than the call's
+            -- capacity drains at its slow rate) is refused, with nothing changed.
+            reply_range = 'ERR rate is too slow for the queue this key holds: a reply would pass 9007199254740991 ms, '
+                .. 'beyond what script mode returns exactly (the module returns it); nothing was changed',
+            corrupt = 'ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; '
+                .. 'it is left unchanged',
+        }
+    elseif name == 'base' then
+        -- Shared helpers ------------------------------------------------------
+        -- Errors, numbers, arguments, stored fields, the server's clock.
+        -- A failure: the module's error `name` (or a message of its own),
+        -- unwound with error() and turned into an error reply by the call.
+        local Failure = {}
+        local function fail(name)
+            error(setmetatable({ message = part('errors')[name] or name }, Failure), 0)
+        end
+
+        -- Numbers -------------------------------------------------------------
+        -- Counts (limits, n, units, ids) are plain numbers, below 2^53. Times,
+        -- spans and rates are plain below 2^52, where a sum of two is below
+        -- 2^53 and exact, and the helpers below are the plain operators. A
+        -- time-like value of 2^52 or more (a time after 2112, a window or a
+        -- rate that large, a product's quotient) makes the rest of the call
+        -- wide: the helpers then work on limbs (the wide part), which hold any
+        -- value and are plain numbers below 2^53.
+
+        -- Whether the call is wide: `wide` here, `mode.wide` for the other
+        -- parts; each call starts plain (the commands part sets it so).
+        local wide, W = false, nil
+        local mode = { wide = false }
+
+        local function go_wide()
+            wide, W, mode.wide = true, W or part('wide'), true
+        end
+
+        local function begin()
+            wide, mode.wide = false, false
+        end
+
+        -- A time-like value as it enters the call: plain, or limbs (which made
+        -- the call wide already).
+        local function note(t)
+            if not wide and t >= 4503599627370496 then -- 2^52
+                go_wide()
+            end
+            return t
+        end
+
+        local function add(a, b)
+            if wide then
+                return W.add(a, b)
+            end
+            return note(a + b)
+        end
+
+        -- a - b, for a >= b.
+        local function minus(a, b)
+            if wide then
+                return W.sub(a, b)
+            end
+            return a - b
+        end
+
+        local function lt(a, b)
+            if wide then
+                return W.cmp(a, b) < 0
+            end
+            return a < b
+        end
+
+        local function mod(a, b)
+            if wide then
+                local _, r = W.divmod(a, b)
+                return r
+            end
+            return fmod(a, b)
+        end
+
+        -- floor((a * b + plus) / c) and the remainder, for c >= 1 and a count
+        -- `plus` below 2^52. In doubles for plain a and b, c up to 2^52 and a
+        -- quotient below 2^52: the quotient of the rounded numerator is off by
+        -- at most 1, and the remainder, exact from the two products (Dekker's:
+        -- each factor split in halves whose products are exact), says which
+        -- way. Else in limbs.
+        local function muldiv(a, b, c, plus)
+            if not wide then
+                local n = a * b + plus
+                if n < 9007199254740992 then -- 2^53
+                    local r = fmod(n, c)
+                    return (n - r) / c, r
+                end
+                if c <= 4503599627370496 then
+                    -- a * b = high + low, q * c = qhigh + qlow, exactly.
+                    local t = 134217729 * a -- 2^27 + 1
+                    local ah = t - (t - a)
+                    local al = a - ah
+                    t = 134217729 * b
+                    local bh = t - (t - b)
+                    local bl = b - bh
+                    local high = a * b
+                    local low = ((ah * bh - high) + ah * bl + al * bh) + al * bl
+                    local q = floor((high + (low + plus)) / c)
+                    if q < 4503599627370496 then
+                        t = 134217729 * q
+                        local qh = t - (t - q)
+                        local ql = q - qh
+                        t = 134217729 * c
+                        local ch = t - (t - c)
+                        local cl = c - ch
+                        local qhigh = q * c
+                        local qlow = ((qh * ch - qhigh) + qh * cl + ql * ch) + ql * cl
+                        local r = (high - qhigh) + (low - qlow) + plus
+                        if r < 0 then
+                            return q - 1, r + c
+                        elseif r >= c then
+                            return q + 1, r - c
+                        end
+                        return q, r
+                    end
+                end
+                go_wide()
+            end
+            return W.divmod(W.add(W.mul(a, b), plus), c)
+        end
+
+        -- ceil(us / 1000): milliseconds, rounded up.
+        local function ms(us)
+            if not wide then
+                local r = fmod(us, 1000)
+                return (us - r) / 1000 + (r > 0 and 1 or 0)
+            end
+            local q, r = muldiv(us, 1, 1000, 0)
+            return r ~= 0 and add(q, 1) or q
+        end
+
+        -- Digits as a number, limbs from 2^53 on (which make the call wide).
+        local function decimal(s)
+            local n = #s
+            if n <= 15 or (n == 16 and s <= '9007199254740991') then
+                return s + 0
+            end
+            local first = find(s, '[^0]')
+            if not first then
+                return 0
+            elseif first > 1 then
+                return decimal(sub(s, first))
+            end
+            go_wide()
+            return W.from_decimal(s)
+        end
+
+        -- A number in decimal.
+        local function text(x)
+            return wide and W.to_decimal(x) or format('%d', x)
+        end
+
+        -- Bounds past 2^53 (checked only in a wide call: plain numbers are
+        -- within them).
+        local MAX_SPAN_US = '1000000000000000000' -- 10^12 s
+        local MAX_TIME_US = '253402300799999999' -- 9999-12-31T23:59:59.999999Z
+        local function within(x, bound)
+            return not wide or W.cmp(x, W.from_decimal(bound)) <= 0
+        end
+
+        -- Arguments (src/args.rs) ---------------------------------------------
+
+        -- An integer of at most 20 ASCII digits (the module's u64 parser) from
+        -- 0 to 2^53 - 1, or nil. (In patterns, %d is 0 to 9 only: Redis and
+        -- Valkey leave Lua in the C locale's character classes; [0-9] would
+        -- cost more, a class walked for every byte.)
+        local function count(s)
+            if s == '1' then
+                return 1
+            end
+            local n = #s
+            if n > 20 or not find(s, '^%d+$') then
+                return nil
+            elseif n > 16 then
+                local first = find(s, '[^0]') or n
+                s, n = sub(s, first), n - first + 1
+            end
+            if n < 16 or (n == 16 and s <= '9007199254740991') then
+                return s + 0
+            end
+        end
+
+        -- A limit's size (capacity or limit): 1 to 2^53 - 1.
+        local function size(s, message)
+            local n = count(s)
+            if not n or n < 1 then
+                fail(message)
+            end
+            return n
+        end
+
+        -- A non-negative decimal in millionths, rounded half up at the seventh
+        -- decimal: `12`, `0.5`, `.25`, `3.`; nil for anything else. Up to 9
+        -- whole digits and 6 decimals it is read as one double, within 0.23 of
+        -- the millionths, which rounding finds; a Unix time's 10 whole digits
+        -- are read apart from its decimals.
+        local SCALE = { 100000, 10000, 1000, 100, 10, 1 }
+        local function micros(s)
+            if not find(s, '^%d*%.?%d*$') or s == '' or s == '.' then
+                return nil
+            end
+            local dot = find(s, '.', 1, true)
+            local whole, decimals = #s, 0
+            if dot then
+                whole, decimals = dot - 1, #s - dot
+            end
+            if whole <= 9 and decimals <= 6 then
+                return floor(s * 1000000 + 0.5)
+            elseif whole == 10 and decimals <= 6 and s < '9007199254' then
+                local us = (dot and sub(s, 1, whole) or s) * 1000000
+                return decimals > 0 and us + sub(s, dot + 1) * SCALE[decimals] or us
+            elseif whole > 20 then
+                return nil
+            end
+            local fraction = sub(s, whole + 2)
+            local value = decimal(sub(s, 1, whole) .. sub(fraction .. '000000', 1, 6))
+            if sub(fraction, 7, 7) >= '5' then
+                value = add(value, 1)
+            end
+            return note(value)
+        end
+
+        -- A span of time in microseconds: `low` to 10^12 s.
+        local function span(s, low, message)
+            local us = micros(s)
+            if not us or not within(us, MAX_SPAN_US) or lt(us, low) then
+                fail(message)
+            end
+            return us
+        end
+
+        -- The limit and the window of the windows and the sliding log.
+        local function window_limit(a, b)
+            return size(a, 'limit'), span(b, 1000, 'window')
+        end
+
+        -- Unix microseconds now: `*`, the server's clock, or a decimal.
+        -- Writes after TIME are replicated by their effects: Redis 6.2 may be
+        -- set to replicate scripts verbatim, so a script asks for effects;
+        -- functions always replicate effects, and skip the call.
+        local replicate = not lasting and redis.replicate_commands
+        local function now(s)
+            if s == '*' then
+                if replicate then
+                    replicate()
+                end
+                local t = redis.call('TIME')
+                return note(t[1] * 1000000 + t[2])
+            end
+            local us = micros(s)
+            if not us or not within(us, MAX_TIME_US) then
+                fail('now')
+            end
+            return us
+        end
+
+        -- Stored values -------------------------------------------------------
+
+        -- The value of `key` when it holds a state of the algorithm whose
+        -- values start with `prefix` (`rl1:tb:`...: the state's fields from
+        -- byte 8 on); nil for a missing key.
+        local function read(key, prefix)
+            local value = redis.pcall('GET', key)
+            if not value then
+                return nil
+            elseif value.err then -- another type (a string's .err is nil)
+                if redis.call('TYPE', key).ok == 'ratelimit' then
+                    fail('module_key')
+                end
+                fail('wrongtype')
+            elseif find(value, prefix, 1, true) ~= 1 then
+                fail('wrongtype')
+            end
+            return value
+        end
+
+        -- The new state, expiring when the limiter is fresh again; no key
+        -- when it is fresh already. (PX in decimal: Redis would write a number
+        -- argument with %.17g, a slower printf.)
+        local function write(key, value, reset_ms)
+            if reset_ms == 0 then
+                redis.call('DEL', key)
+            else
+                redis.call('SET', key, value, 'PX', format('%d', reset_ms))
+            end
+        end
+
+        -- A stored count: digits with no leading zero, `low` (0 or 1) to
+        -- 2^53 - 1.
+        local function stored_count(s, low)
+            local n = s and #s or 17
+            if n > 16 or (n > 1 and byte(s) == 48) or (n == 16 and s > '9007199254740991') then
+                fail('corrupt')
+            end
+            n = s + 0
+            if n < low then
+                fail('corrupt')
+            end
+            return n
+        end
+
+        -- A stored time or span: digits with no leading zero.
+        local function stored_span(s)
+            if not s or (byte(s) == 48 and #s > 1) then
+                fail('corrupt')
+            end
+            return note(decimal(s))
+        end
+
+        -- A stored time: up to the end of 9999.
+        local function stored_time(s)
+            local n = s and #s or 0
+            if n > 0 and (n < 16 or (n == 16 and s < '4503599627370496')) and (n == 1 or byte(s) ~= 48) then
+                return s + 0 -- below 2^52, the usual case, at once
+            end
+            local t = stored_span(s)
+            return within(t, MAX_TIME_US) and t or fail('corrupt')
+        end
+
+        return {
+            begin = begin,
+            mode = mode,
+            ms = ms,
+            text = text,
+            size = size,
+            span = span,
+            window_limit = window_limit,
+            now = now,
+            read = read,
+            write = write,
+            stored_count = stored_count,
+            stored_time = stored_time,
+            Failure = Failure,
+            fail = fail,
+            note = note,
+            add = add,
+            minus = minus,
+            lt = lt,
+            mod = mod,
+            muldiv = muldiv,
+            count = count,
+            stored_span = stored_span,
+            within = within,
+            MAX_SPAN_US = MAX_SPAN_US,
+            MAX_TIME_US = MAX_TIME_US,
+        }
+    elseif name == 'wide' then
+        -- The wide part: limbs ------------------------------------------------
+        -- Numbers from 2^53 on, as arrays of base-10^7 limbs, least significant
+        -- first (products of two limbs stay below 2^53). Every function takes
+        -- plain numbers or limbs and returns a plain number when the value is
+        -- below 2^53.
+        local max, concat, type, tonumber = math.max, table.concat, type, tonumber
+        local BASE = 10000000
+        local TWO52, TWO53 = 4503599627370496, 9007199254740992
+        local W = {}
+
+        local function limbs(x)
+            if type(x) == 'table' then
+                return x
+            end
+            local t, i = {}, 0
+            repeat
+                local r = fmod(x, BASE) -- fmod is exact; floor(x / BASE) may not be
+                i = i + 1
+                t[i] = r
+                x = (x - r) / BASE
+            until x == 0
+            return t
+        end
+
+        -- No leading zero limbs, and a plain number below 2^53.
+        local function norm(t)
+            local n = #t
+            while n > 1 and t[n] == 0 do
+                t[n] = nil
+                n = n - 1
+            end
+            if n <= 3 then
+                local v = 0
+                for i = n, 1, -1 do
+                    v = v * BASE + t[i]
+                end
+                if v < TWO53 then
+                    return v
+                end
+            end
+            return t
+        end
+
+        function W.add(a, b)
+            a, b = limbs(a), limbs(b)
+            local t, carry = {}, 0
+            for i = 1, max(#a, #b) do
+                local s = (a[i] or 0) + (b[i] or 0) + carry
+                if s >= BASE then
+                    t[i], carry = s - BASE, 1
+                else
+                    t[i], carry = s, 0
+                end
+            end
+            if carry > 0 then
+                t[#t + 1] = carry
+            end
+            return norm(t)
+        end
+
+        -- a - b, for a >= b.
+        local function sub_limbs(a, b)
+            a, b = limbs(a), limbs(b)
+            local t, borrow = {}, 0
+            for i = 1, #a do
+                local s = a[i] - (b[i] or 0) - borrow
+                if s < 0 then
+                    t[i], borrow = s + BASE, 1
+                else
+                    t[i], borrow = s, 0
+                end
+            end
+            return norm(t)
+        end
+        W.sub = sub_limbs
+
+        function W.mul(a, b)
+            a, b = limbs(a), limbs(b)
+            local na, nb, t = #a, #b, {}
+            for i = 1, na + nb do
+                t[i] = 0
+            end
+            for i = 1, na do
+                local ai, carry = a[i], 0
+                if ai ~= 0 then
+                    for j = 1, nb do
+                        local s = t[i + j - 1] + ai * b[j] + carry
+                        local r = fmod(s, BASE)
+                        t[i + j - 1], carry = r, (s - r) / BASE
+                    end
+                    local k = i + nb
+                    while carry > 0 do
+                        local s = t[k] + carry
+                        local r = fmod(s, BASE)
+                        t[k], carry = r, (s - r) / BASE
+                        k = k + 1
+                    end
+                end
+            end
+            return norm(t)
+        end
+
+        -- -1, 0 or 1. A plain number is below 2^53, limbs are not.
+        local function cmp(a, b)
+            local ta, tb = type(a) == 'table', type(b) == 'table'
+            if not ta and not tb then
+                return a < b and -1 or (a > b and 1 or 0)
+            elseif not ta then
+                return -1
+            elseif not tb then
+                return 1
+            elseif #a ~= #b then
+                return #a < #b and -1 or 1
+            end
+            for i = #a, 1, -1 do
+                if a[i] ~= b[i] then
+                    return a[i] < b[i] and -1 or 1
+                end
+            end
+            return 0
+        end
+        W.cmp = cmp
+
+        local function approx(x)
+            if type(x) == 'number' then
+                return x
+            end
+            local v = 0
+            for i = #x, 1, -1 do
+                v = v * BASE + x[i]
+            end
+            return v
+        end
+
+        -- x * BASE^k
+        local function shift(x, k)
+            if k == 0 then
+                return x
+            end
+            local l, t = limbs(x), {}
+            for i = 1, k do
+                t[i] = 0
+            end
+            for i = 1, #l do
+                t[k + i] = l[i]
+            end
+            return norm(t)
+        end
+
+        -- floor(a / b) and a mod b, b > 0: each step takes a quotient estimated
+        -- from doubles, shrunk so that it never overshoots, exactly.
+        function W.divmod(a, b)
+            if type(a) == 'number' and type(b) == 'number' then
+                local r = fmod(a, b)
+                return (a - r) / b, r
+            end
+            local q, r, db = 0, a, approx(b)
+            while cmp(r, b) >= 0 do
+                local estimate, k = approx(r) / db * (1 - 1e-12), 0
+                while estimate >= TWO52 do
+                    estimate, k = estimate / BASE, k + 1
+                end
+                estimate = floor(estimate) - 1
+                if estimate < 1 then
+                    estimate = 1
+                end
+                r = sub_limbs(r, shift(W.mul(b, estimate), k))
+                q = W.add(q, shift(estimate, k))
+            end
+            return q, r
+        end
+
+        -- Digits (no leading zero) as limbs.
+        function W.from_decimal(s)
+            local t, k = {}, 0
+            for j = #s, 1, -7 do
+                k = k + 1
+                t[k] = tonumber(sub(s, j > 7 and j - 6 or 1, j))
+            end
+            return norm(t)
+        end
+
+        function W.to_decimal(x)
+            if type(x) == 'number' then
+                return format('%d', x)
+            end
+            local parts = { format('%d', x[#x]) }
+            for i = #x - 1, 1, -1 do
+                parts[#parts + 1] = format('%07d', x[i])
+            end
+            return concat(parts)
+        end
+
+        return W
+    elseif name == 'tb' then
+        -- Token bucket (src/algorithms/token_bucket.rs) -----------------------
+        -- An amount of pico-units is kept as whole units and a fraction below
+        -- 10^12 pico-units: two plain numbers, the units never past 2^53 - 1. The
+        -- leaky bucket shares the limit, the value, the flow and the timing.
+        local B = part('base')
+        local mode = B.mode
+        local fail, minus, lt, muldiv = B.fail, B.minus, B.lt, B.muldiv
+        local PICO = 1000000000000
+
+        -- capacity, and rate in pico-units per microsecond.
+        local function parse(a, b)
+            local capacity = B.size(a, 'capacity')
+            local rate = B.span(b, 1, 'rate')
+            -- capacity / rate at most 10^12 s: rate >= capacity / 10^6.
+            local r = fmod(capacity, 1000000)
+            if lt(rate, (capacity - r) / 1000000 + (r > 0 and 1 or 0)) then
+                fail('fill')
+            end
+            return capacity, rate
+        end
+
+        -- The amount, as (units, pico), and the time of a value
+        -- `<prefix><pico-units>:<last_us>`; the amount at most
+        -- (2^53 - 1) * 10^12.
+        local function decode(value)
+            local _, _, colon = find(value, '^%d+():%d+$', 8)
+            local length = colon and colon - 8 or 29
+            if length > 28 or (byte(value, 8) == 48 and length > 1) then
+                fail('corrupt')
+            end
+            local units = length > 12 and sub(value, 8, colon - 13) + 0 or 0
+            local pico = sub(value, length > 12 and colon - 12 or 8, colon - 1) + 0
+            if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
+                fail('corrupt')
+            end
+            return units, pico, B.stored_time(sub(value, colon + 1))
+        end
+
+        -- `<prefix><pico-units>:<now>`, in one format() while `now` is plain.
+        local function encode(prefix, units, pico, now)
+            local wide = mode.wide
+            now = wide and B.text(now) or now
+            if units == 0 then
+                return format(wide and '%s%d:%s' or '%s%d:%d', prefix, pico, now)
+            end
+            return format(wide and '%s%d%012d:%s' or '%s%d%012d:%d', prefix, units, pico, now)
+        end
+
+        -- Pico-units flowing from `from` to `to`, as (units, pico); past
+        -- `most` units, most + 1 (all it takes to fill or drain what is there).
+        local function flow(from, to, rate, most)
+            local elapsed = minus(to, from)
+            if not mode.wide and elapsed * rate > (most + 2) * 1.000001e12 then
+                return most + 1, 0
+            end
+            local units, pico = muldiv(elapsed, rate, PICO, 0)
+            if lt(most, units) then
+                return most + 1, 0
+            end
+            return units, pico
+        end
+
+        -- Milliseconds, rounded up, for units * 10^12 + pico pico-units to
+        -- flow: ceil(x / (1000 * rate)) = ceil(ceil(x / 1000) / rate). With a
+        -- `target`, for the bucket to go from units + pico to target units.
+        local function ms_for(rate, units, pico, target)
+            if target then
+                units, pico = target - units - (pico > 0 and 1 or 0), pico > 0 and PICO - pico or 0
+            end
+            local r = fmod(pico, 1000)
+            local q
+            q, r = muldiv(units, 1000000000, rate, (pico - r) / 1000 + (r > 0 and 1 or 0))
+            return r ~= 0 and B.add(q, 1) or q
+        end
+
+        -- The tokens at `now` (never before the last update): the stored ones
+        -- plus what flowed in since, at most the capacity; a missing key is a
+        -- full bucket.
+        local function refill(value, now, capacity, rate)
+            if not value then
+                return capacity, 0, now
+            end
+            local units, pico, last = decode(value)
+            if lt(now, last) then
+                now = last
+            end
+            local more, more_pico = flow(last, now, rate, capacity)
+            units, pico = units + more, pico + more_pico
+            if pico >= PICO then
+                units, pico = units + 1, pico - PICO
+            end
+            if units >= capacity then
+                return capacity, 0, now
+            end
+            return units, pico, now
+        end
+
+        -- Takes `n` tokens when there are as many. `n` = 0 only looks, as
+        -- `look` does (nothing to store). Returns allowed, remaining,
+        -- retry_after_ms, reset_after_ms, the sixth field and the new value.
+        local function take(value, now, capacity, rate, n, look)
+            local units, pico
+            units, pico, now = refill(value, now, capacity, rate)
+            if n > capacity then
+                return 0, units, -1, ms_for(rate, units, pico, capacity)
+            elseif units < n then
+                return 0, units, ms_for(rate, units, pico, n), ms_for(rate, units, pico, capacity)
+            end
+            units = units - n
+            local reset = ms_for(rate, units, pico, capacity)
+            if n == 0 or look then
+                return 1, units, 0, reset
+            end
+            return 1, units, 0, reset, nil, encode('rl1:tb:', units, pico, now)
+        end
+
+        -- Gives `n` tokens back, up to the capacity.
+        local function refund(value, now, capacity, rate, n)
+            local units, pico
+            units, pico, now = refill(value, now, capacity, rate)
+            if units + n >= capacity then
+                units, pico = capacity, 0
+            else
+                units = units + n
+            end
+            local reset = ms_for(rate, units, pico, capacity)
+            if not value or n == 0 then
+                return 1, units, 0, reset
+            end
+            return 1, units, 0, reset, nil, encode('rl1:tb:', units, pico, now)
+        end
+
+        return {
+            prefix = 'rl1:tb:',
+            parse = parse,
+            decode = decode,
+            encode = encode,
+            flow = flow,
+            take = take,
+            refund = refund,
+            ms_for = ms_for,
+        }
+    elseif name == 'lb' then
+        -- Leaky bucket (src/algorithms/leaky_bucket.rs) -----------------------
+        -- The queue's level, kept as the token bucket keeps its tokens; the sixth
+        -- field of a reply is delay_ms.
+        local B, T = part('base'), part('tb')
+        local fail, lt, ms_for = B.fail, B.lt, T.ms_for
+        local PICO = 1000000000000
+
+        -- The level at `now` (never before the last update), drained since;
+        -- a missing key is an empty queue.
+        local function drain(value, now, rate)
+            if not value then
+                return 0, 0, now
+            end
+            local units, pico, last = T.decode(value)
+            if units == 0 and pico == 0 then
+                fail('corrupt')
+            end
+            if lt(now, last) then
+                now = last
+            end
+            local out, out_pico = T.flow(last, now, rate, units)
+            if out > units or (out == units and out_pico >= pico) then
+                return 0, 0, now
+            elseif out_pico > pico then
+                return units - out - 1, pico + PICO - out_pico, now
+            end
+            return units - out, pico - out_pico, now
+        end
+
+        -- Whole units that fit on top of a level.
+        local function free(capacity, units, pico)
+            local room = capacity - units - (pico > 0 and 1 or 0)
+            return room > 0 and room or 0
+        end
+
+        -- Queues `n` units when they fit; `n` = 0 (or `look`) only looks.
+        local function take(value, now, capacity, rate, n, look)
+            local units, pico
+            units, pico, now = drain(value, now, rate)
+            local wait = ms_for(rate, units, pico)
+            if n > capacity then
+                return 0, free(capacity, units, pico), -1, wait, 0
+            end
+            local queued = units + n
+            if queued > capacity or (queued == capacity and pico > 0) then
+                -- Until the level is capacity - n.
+                return 0, free(capacity, units, pico), ms_for(rate, units - (capacity - n), pico), wait, 0
+            end
+            local reset = ms_for(rate, queued, pico)
+            if n == 0 or look then
+                return 1, free(capacity, queued, pico), 0, reset, wait
+            end
+            return 1, free(capacity, queued, pico), 0, reset, wait, T.encode('rl1:lb:', queued, pico, now)
+        end
+
+        -- Takes `n` units off the queue, not below empty.
+        local function refund(value, now, capacity, rate, n)
+            local units, pico
+            units, pico, now = drain(value, now, rate)
+            if units < n then
+                units, pico = 0, 0
+            else
+                units = units - n
+            end
+            local reset = ms_for(rate, units, pico)
+            if not value or n == 0 then
+                return 1, free(capacity, units, pico), 0, reset, reset
+            end
+            return 1, free(capacity, units, pico), 0, reset, reset, T.encode('rl1:lb:', units, pico, now)
+        end
+
+        return {
+            prefix = 'rl1:lb:', parse = T.parse,
+            take = take,
+            refund = refund,
+        }
+    elseif name == 'fw' then
+        -- Fixed window (src/algorithms/fixed_window.rs) -----------------------
+        -- Windows aligned to the Unix epoch: the window holding t ends
+        -- w - t mod w microseconds after t.
+        local B = part('base')
+        local mode = B.mode
+        local minus, lt, mod, ms = B.minus, B.lt, B.mod, B.ms
+
+        -- The time (never before the last update) and the units counted in
+        -- its window.
+        local function current(value, now, w)
+            if not value then
+                return now, 0
+            end
+            local _, _, last, count = find(value, '^(%d+):(%d+)$', 8)
+            last, count = B.stored_time(last), B.stored_count(count, 1)
+            if lt(now, last) then
+                now = last
+            end
+            if lt(minus(now, last), minus(w, mod(last, w))) then
+                return now, count
+            end
+            return now, 0
+        end
+
+        -- Milliseconds to the end of the window; 0 for an empty one.
+        local function reset(now, count, w)
+            return count == 0 and 0 or ms(minus(w, mod(now, w)))
+        end
+
+        local function encode(now, count)
+            if mode.wide then
+                return format('rl1:fw:%s:%d', B.text(now), count)
+            end
+            return format('rl1:fw:%d:%d', now, count)
+        end
+
+        local function take(value, now, limit, w, n, look)
+            local count
+            now, count = current(value, now, w)
+            local remaining = count < limit and limit - count or 0
+            if n > limit then
+                return 0, remaining, -1, reset(now, count, w)
+            elseif count > limit - n then
+                -- The next window starts empty, and n <= limit fits there.
+                local to_end = reset(now, count, w)
+                return 0, remaining, to_end, to_end
+            end
+            count = count + n
+            if n == 0 or look then
+                return 1, limit - count, 0, reset(now, count, w)
+            end
+            return 1, limit - count, 0, reset(now, count, w), nil, encode(now, count)
+        end
+
+        -- Uncounts up to `n` units of the current window.
+        local function refund(value, now, limit, w, n)
+            local count
+            now, count = current(value, now, w)
+            count = count > n and count - n or 0
+            local remaining = count < limit and limit - count or 0
+            if not value or n == 0 then
+                return 1, remaining, 0, reset(now, count, w)
+            end
+            return 1, remaining, 0, reset(now, count, w), nil, encode(now, count)
+        end
+
+        return {
+            prefix = 'rl1:fw:',
+            parse = B.window_limit,
+            take = take,
+            refund = refund,
+        }
+    elseif name == 'sw' then
+        -- Sliding window (src/algorithms/sliding_window.rs) -------------------
+        -- estimate = previous * left / w + current, `left` the microseconds to the
+        -- end of the current window. In whole units: the previous window's weight
+        -- is previous * left / w rounded up, and estimate > limit exactly when
+        -- weight + current > limit.
+        local B = part('base')
+        local mode = B.mode
+        local minus, add, lt, mod, ms, muldiv = B.minus, B.add, B.lt, B.mod, B.ms, B.muldiv
+
+        -- The time (never before the last update) and the counts as seen
+        -- from it: rolled forward by the windows that began since.
+        local function at(value, now, w)
+            if not value then
+                return now, 0, 0
+            end
+            local _, _, last, previous, current = find(value, '^(%d+):(%d+):(%d+)$', 8)
+            last = B.stored_time(last)
+            previous, current = B.stored_count(previous, 0), B.stored_count(current, 0)
+            if previous + current == 0 then
+                B.fail('corrupt')
+            end
+            if lt(now, last) then
+                now = last
+            end
+            local since, edge = minus(now, last), minus(w, mod(last, w))
+            if lt(since, edge) then
+                return now, previous, current
+            elseif lt(since, add(edge, w)) then
+                return now, current, 0
+            end
+            return now, 0, 0
+        end
+
+        -- The previous window's weight: ceil(previous * left / w).
+        local function weight(previous, left, w)
+            if previous == 0 then
+                return 0
+            end
+            local q, r = muldiv(previous, left, w, 0)
+            return r ~= 0 and q + 1 or q
+        end
+
+        -- floor(limit - estimate), at least 0.
+        local function remaining(limit, current, weighted)
+            local room = limit - current - weighted
+            return room > 0 and room or 0
+        end
+
+        -- Milliseconds until both counts have slid out.
+        local function reset(previous, current, left, w)
+            if current > 0 then
+                return ms(add(left, w))
+            end
+            return previous > 0 and ms(left) or 0
+        end
+
+        local function encode(now, previous, current)
+            if mode.wide then
+                return format('rl1:sw:%s:%d:%d', B.text(now), previous, current)
+            end
+            return format('rl1:sw:%d:%d:%d', now, previous, current)
+        end
+
+        -- Microseconds until `n` more units fit, with nothing else arriving:
+        -- within this window once previous * (left - wait) <= slack * w, else
+        -- in the next, where the current count is the weighted one.
+        local function wait_for(limit, n, previous, current, left, w)
+            local slack = limit - current - n
+            if slack >= 0 then
+                if previous == 0 then
+                    return 0
+                end
+                local q = muldiv(slack, w, previous, 0)
+                if q ~= 0 then
+                    return lt(q, left) and minus(left, q) or 0
+                end
+            end
+            local excess = current - (limit - n)
+            if excess <= 0 then
+                return left
+            end
+            local q, r = muldiv(excess, w, current, 0)
+            return add(left, r ~= 0 and add(q, 1) or q)
+        end
+
+        local function take(value, now, limit, w, n, look)
+            local previous, current
+            now, previous, current = at(value, now, w)
+            local left = minus(w, mod(now, w))
+            local weighted = weight(previous, left, w)
+            if n > limit then
+                return 0, remaining(limit, current, weighted), -1, reset(previous, current, left, w)
+            elseif weighted + current + n > limit then
+                local retry = ms(wait_for(limit, n, previous, current, left, w))
+                return 0, remaining(limit, current, weighted), retry, reset(previous, current, left, w)
+            end
+            current = current + n
+            local after = reset(previous, current, left, w)
+            if n == 0 or look then
+                return 1, remaining(limit, current, weighted), 0, after
+            end
+            return 1, remaining(limit, current, weighted), 0, after, nil, encode(now, previous, current)
+        end
+
+        -- Uncounts up to `n` units: the current window's first, then the
+        -- previous one's.
+        local function refund(value, now, limit, w, n)
+            local previous, current
+            now, previous, current = at(value, now, w)
+            local from_current = n < current and n or current
+            current = current - from_current
+            previous = previous > n - from_current and previous - (n - from_current) or 0
+            local left = minus(w, mod(now, w))
+            local after = reset(previous, current, left, w)
+            local room = remaining(limit, current, weight(previous, left, w))
+            if not value or n == 0 then
+                return 1, room, 0, after
+            end
+            return 1, room, 0, after, nil, encode(now, previous, current)
+        end
+
+        return {
+            prefix = 'rl1:sw:', parse = B.window_limit,
+            take = take,
+            refund = refund,
+        }
+    elseif name == 'sl' then
+        -- Sliding log (src/algorithms/sliding_log.rs) -------------------------
+        -- The runs of a log, oldest first: `times` (absolute), `counts`, and
+        -- `ends`, where each run's text ends in the stored value, so that the runs
+        -- a call keeps are copied from there as they are.
+        local B = part('base')
+        local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
+        local mode = B.mode
+
+        -- The runs of a stored log, and the units in all of them, in arrays
+        -- used again by the next call (a call reads its logs one at a time;
+        -- entries past `runs` are left from before). A long log's are let go
+        -- (a damaged one's by the next call).
+        local T, C, E = {}, {}, {}
+        local function decode(value)
+            if T[257] then
+                T, C, E = {}, {}, {}
+            end
+            local times, counts, ends = T, C, E
+            local runs, total, at, position, length = 0, 0, 0, 8, #value
+            while true do
+                -- A count starts with 1 to 9 (a leading zero is damage); a
+                -- step may be 0.
+                local _, stop, step, count = find(value, '^(%d+):([1-9]%d*)', position)
+                if not stop then
+                    B.fail('corrupt')
+                end
+                local s = #step
+                local plain = not mode.wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
+                if plain and plain < 4503599627370496 then
+                    -- The usual run, read at once: a step below 2^52, a count
+                    -- below 10^15 (as stored_span and stored_count read them).
+                    -- The time is below 2^53, within MAX_TIME_US.
+                    at, count = at + plain, count == '1' and 1 or count + 0 -- (strtod is slow)
+                    if at >= 4503599627370496 then -- 2^52: the call is wide from here
+                        B.note(at)
+                    end
+                    total = total + count
+                    if total > 9007199254740991 then
+                        B.fail('corrupt')
+                    end
+                else
+                    at = add(at, B.stored_span(step))
+                    count = B.stored_count(count, 1)
+                    total = total + count
+                    if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
+                        B.fail('corrupt')
+                    end
+                end
+                runs = runs + 1
+                times[runs], counts[runs], ends[runs] = at, count, stop
+                if stop == length then
+                    if runs > 256 then
+                        T, C, E = {}, {}, {}
+                    end
+                    return times, counts, ends, runs, total
+                elseif byte(value, stop + 1) ~= 44 then -- ','
+                    B.fail('corrupt')
+                end
+                position = stop + 2
+            end
+        end
+
+        -- A unit logged at s counts while s > now - w (s >= now + 1 - w): the
+        -- first run still in the window, and the units from there on.
+        local function live(times, counts, runs, total, now, w)
+            local first = 1
+            if not mode.wide then
+                local cutoff = now < w and 0 or now - w + 1
+                while first <= runs and times[first] < cutoff do
+                    total = total - counts[first]
+                    first = first + 1
+                end
+                return first, total
+            end
+            local cutoff = lt(now, w) and 0 or add(minus(now, w), 1)
+            while first <= runs and lt(times[first], cutoff) do
+                total = total - counts[first]
+                first = first + 1
+            end
+            return first, total
+        end
+
+        -- Milliseconds until a unit logged at `at` (in the window) leaves it.
+        local function leaves(now, at, w)
+            return ms(mode.wide and minus(w, minus(now, at)) or w - (now - at))
+        end
+
+        -- The run holding the k-th oldest unit in the window, from `first`,
+        -- and how many of its units are among the k.
+        local function kth(counts, first, runs, k)
+            local seen = 0
+            for i = first, runs do
+                seen = seen + counts[i]
+                if seen >= k then
+                    return i, counts[i] - (seen - k)
+                end
+            end
+        end
+
+        -- Logs `n` units at `now` (never before the newest run) when the
+        -- units still in the window leave room; `n` = 0 (or `look`) only looks.
+        local function take(value, now, limit, w, n, look)
+            local times, counts, ends, runs, total = nil, nil, nil, 0, 0
+            if value then
+                times, counts, ends, runs, total = decode(value)
+                if lt(now, times[runs]) then
+                    now = times[runs]
+                end
+            end
+            local first, count = live(times, counts, runs, total, now, w)
+            local reset = count == 0 and 0 or leaves(now, times[runs], w)
+            local remaining = count < limit and limit - count or 0
+            if n > limit then
+                return 0, remaining, -1, reset
+            elseif count > limit - n then
+                -- Until enough of the oldest units have left.
+                local i = kth(counts, first, runs, count - (limit - n))
+                return 0, remaining, leaves(now, times[i], w), reset
+            elseif n == 0 then
+                return 1, remaining, 0, reset
+            elseif look then
+                return 1, remaining - n, 0, ms(w)
+            end
+            -- The runs kept as stored, the first with its time in full, then
+            -- the new one (in one format() while the times are plain).
+            local new
+            if first > runs then
+                new = format('rl1:sl:%s:%d', B.text(now), n)
+            elseif not mode.wide then
+                new = format('rl1:sl:%d:%d%s,%d:%d', times[first], counts[first], sub(value, ends[first] + 1), now - times[runs], n)
+            else
+                new = format('rl1:sl:%s:%d', B.text(times[first]), counts[first]) .. sub(value, ends[first] + 1)
+                    .. format(',%s:%d', B.text(minus(now, times[runs])), n)
+            end
+            return 1, remaining - n, 0, ms(w), nil, new
+        end
+
+        -- Takes back the `n` newest units still in the window.
+        local function refund(value, now, limit, w, n)
+            if not value then
+                return 1, limit, 0, 0
+            end
+            local times, counts, ends, runs, total = decode(value)
+            if lt(now, times[runs]) then
+                now = times[runs]
+            end
+            local first, count = live(times, counts, runs, total, now, w)
+            local left = count > n and count - n or 0
+            local room = limit > left and limit - left or 0
+            if left == 0 then
+                return 1, room, 0, 0, nil, n > 0 and '' or nil -- nothing left: no key
+            end
+            -- The newest unit left is the `left`-th oldest one.
+            local last, last_count = kth(counts, first, runs, left)
+            local reset = leaves(now, times[last], w)
+            if n == 0 then
+                return 1, room, 0, reset
+            end
+            local new = format('rl1:sl:%s:%d', B.text(times[first]), first == last and last_count or counts[first])
+            if last > first then
+                new = new .. sub(value, ends[first] + 1, ends[last - 1])
+                    .. format(',%s:%d', B.text(minus(times[last], times[last - 1])), last_count)
+            end
+            return 1, room, 0, reset, nil, new
+        end
+
+        return {
+            prefix = 'rl1:sl:', parse = B.window_limit,
+            take = take,
+            refund = refund,
+        }
+    elseif name == 'cc' then
+        -- Concurrency (src/algorithms/concurrency.rs) -------------------------
+        -- Leases: `last`, the last update; `next_id`, the id the next lease gets;
+        -- the leases in the order taken (ascending ids), as arrays: `ids`, `ends`
+        -- (Unix microseconds), `slots`, and `stops`, where each one's text ends in
+        -- the stored value. A lease that ends at E holds its slots while t < E.
+        -- No lease left is no key: ids start again at 1. The sixth field of a
+        -- reply is the new lease's id (0: none taken).
+        local B = part('base')
+        local concat, sort, ipairs = table.concat, table.sort, ipairs
+        local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
+        local fail, mode = B.fail, B.mode
+
+        -- The limit and the lease.
+        local function parse(a, b)
+            return B.size(a, 'limit'), B.span(b, 1000, 'lease')
+        end
+
+        -- The leases decode reads, in a table and arrays used again by the
+        -- next call (a call reads its keys one at a time; entries past `count`
+        -- are left from before). Those of a key holding many are let go.
+        local kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+
+        -- Only what a command could have stored: at least one lease, each live
+        -- at the last update and for at most the longest lease after it, of at
+        -- least 1 slot, 2^53 - 1 in all; ids rising from 1, below the next id,
+        -- which is at most 2^53 (the one number past 2^53 - 1 a double holds
+        -- exactly).
+        local function decode(value)
+            local _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
+            if not stop then
+                fail('corrupt')
+            end
+            last = B.stored_time(last)
+            next_id = next_id == '9007199254740992' and next_id + 0 or B.stored_count(next_id, 1)
+            if kept.ids[257] then -- a damaged long set's, read last
+                kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+            end
+            local L = kept
+            L.last, L.next_id, L.first = last, next_id, stop + 1
+            local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
+            local count, total, previous, length = 0, 0, 0, #value
+            local position = L.first
+            while true do
+                -- Each field starts with 1 to 9: a leading zero is damage.
+                local id, end_text, n
+                _, stop, id, end_text, n = find(value, '^([1-9]%d*):([1-9]%d*):([1-9]%d*)', position)
+                if not stop then
+                    fail('corrupt')
+                end
+                local ends_at = not mode.wide and #id < 16 and #n < 16 and #end_text <= 16 and end_text + 0
+                if ends_at and ends_at < 4503599627370496 then
+                    -- The usual lease, read at once: an id and slots below
+                    -- 10^15, an end below 2^52 (as stored_count and stored_span
+                    -- read them; a plain span is within MAX_SPAN_US). A double
+                    -- of 16 digits is below 2^52 only when they are.
+                    id, n = id + 0, n == '1' and 1 or n + 0 -- (strtod is slow)
+                    total = total + n
+                    if id <= previous or total > 9007199254740991 or ends_at <= last then
+                        fail('corrupt')
+                    end
+                else
+                    id, ends_at, n = B.stored_count(id, 1), B.stored_span(end_text), B.stored_count(n, 1)
+                    total = total + n
+                    if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
+                        or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
+                        fail('corrupt')
+                    end
+                end
+                count = count + 1
+                ids[count], ends[count], slots[count], stops[count] = id, ends_at, n, stop
+                previous = id
+                if stop == length then
+                    break
+                elseif byte(value, stop + 1) ~= 44 then -- ','
+                    fail('corrupt')
+                end
+                position = stop + 2
+            end
+            if next_id <= previous then
+                fail('corrupt')
+            end
+            L.count = count
+            if count > 256 then
+                kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+            end
+            return L
+        end
+
+        -- Slots held at `now`, milliseconds until every live lease but lease
+        -- `except` has run out, and the index of lease `except` when live.
+        local function at(L, now, except)
+            local held, latest, found = 0, nil, nil
+            if L then
+                local ids, ends, slots, plain = L.ids, L.ends, L.slots, not mode.wide
+                for i = 1, L.count do
+                    local ends_at = ends[i]
+                    if plain and now < ends_at or not plain and lt(now, ends_at) then
+                        held = held + slots[i]
+                        if ids[i] == except then
+                            found = i
+                        elseif not latest or plain and latest < ends_at or not plain and lt(latest, ends_at) then
+                            latest = ends_at
+                        end
+                    end
+                end
+            end
+            return held, latest and ms(minus(latest, now)) or 0, found
+        end
+
+        -- The value after a change at `now`: the leases still live but lease
+        -- `gone`, lease `renewed` ending at `renewed_end`, then `added` (a new
+        -- lease's text). Stretches of leases left as they were are copied from
+        -- the old value.
+        local pieces = {} -- encode's, used again (entries past its `n` are left from before)
+        local function encode(value, L, now, next_id, gone, renewed, renewed_end, added)
+            local n, from = 0, nil
+            if L then
+                local ids, ends, stops, plain = L.ids, L.ends, L.stops, not mode.wide
+                for i = 1, L.count do
+                    local start = i == 1 and L.first or stops[i - 1] + 2
+                    if (plain and now < ends[i] or not plain and lt(now, ends[i])) and ids[i] ~= gone and ids[i] ~= renewed then
+                        from = from or start
+                    else
+                        if from then
+                            n = n + 1
+                            pieces[n] = sub(value, from, start - 2)
+                            from = nil
+                        end
+                        if ids[i] == renewed then
+                            n = n + 1
+                            pieces[n] = plain and format('%d:%d:%d', renewed, renewed_end, L.slots[i])
+                                or format('%d:%s:%d', renewed, B.text(renewed_end), L.slots[i])
+                        end
+                    end
+                end
+                if from then
+                    n = n + 1
+                    pieces[n] = sub(value, from, stops[L.count])
+                end
+            end
+            if added then
+                n = n + 1
+                pieces[n] = added
+            end
+            local head = mode.wide and format('rl1:cc:%s:%s:', B.text(now), B.text(next_id))
+                or format('rl1:cc:%d:%d:', now, next_id)
+            local new = head .. concat(pieces, ',', 1, n)
+            if n > 256 then
+                pieces = {}
+            end
+            return new
+        end
+
+        local function leases(value, now)
+            local L = value and decode(value)
+            if L and lt(now, L.last) then
+                now = L.last
+            end
+            return L, now
+        end
+
+        -- RL.ACQUIRE: `n` slots under a new lease when at most `limit` are then
+        -- held; `n` = 0 (or `look`) only looks.
+        local function take(value, now, limit, lease, n, look)
+            local L
+            L, now = leases(value, now)
+            local held, reset = at(L, now)
+            local remaining = held < limit and limit - held or 0
+            if n > limit then
+                return 0, remaining, -1, reset, 0
+            elseif held > limit - n then
+                -- Wait for the leases that run out first until n fit.
+                local live, ends, slots = {}, L.ends, L.slots
+                for i = 1, L.count do
+                    if lt(now, ends[i]) then
+                        live[#live + 1] = i
+                    end
+                end
+                sort(live, function(a, b)
+                    return lt(ends[a], ends[b])
+                end)
+                local must, freed, retry = held - (limit - n), 0, reset
+                for _, i in ipairs(live) do
+                    freed = freed + slots[i]
+                    if freed >= must then
+                        retry = ms(minus(ends[i], now))
+                        break
+                    end
+                end
+                return 0, remaining, retry, reset, 0
+            end
+            local id = held == 0 and 1 or L.next_id
+            if n > 0 and id > 9007199254740991 then
+                -- Every id was given out: they start again once no lease is left.
+                return 0, remaining, reset, reset, 0
+            elseif n == 0 then
+                return 1, remaining, 0, reset, 0
+            end
+            local ends_at = add(now, lease)
+            local lasts = ms(lease)
+            if lt(reset, lasts) then
+                reset = lasts
+            end
+            if look then
+                return 1, remaining - n, 0, reset, 0 -- a look holds no lease
+            end
+            local added = mode.wide and format('%d:%s:%d', id, B.text(ends_at), n) or format('%d:%d:%d', id, ends_at, n)
+            return 1, remaining - n, 0, reset, id, encode(value, L, now, id + 1, nil, nil, nil, added)
+        end
+
+        -- RL.RELEASE: frees lease `id` when it is still held at `now`. Returns
+        -- released (1 or 0), the slots held, reset_after_ms and the new value.
+        local function release(value, now, id)
+            local L
+            L, now = leases(value, now)
+            local held, others, found = at(L, now, id)
+            if not found then
+                return 0, held, others
+            end
+            return 1, held - L.slots[found], others, encode(value, L, now, L.next_id, id)
+        end
+
+        -- RL.RENEW: makes lease `id`, when still held at `now`, run out at
+        -- `now + lease`.
+        local function renew(value, now, id, lease)
+            local L
+            L, now = leases(value, now)
+            local held, others, found = at(L, now, id)
+            if not found then
+                return 0, held, others
+            end
+            local reset = ms(lease)
+            if lt(reset, others) then
+                reset = others
+            end
+            return 1, held, reset, encode(value, L, now, L.next_id, nil, id, add(now, lease))
+        end
+
+        return {
+            prefix = 'rl1:cc:',
+            parse = parse,
+            take = take,
+            release = release,
+            renew = renew,
+        }
+    elseif name == 'commands' then
+        -- Commands ------------------------------------------------------------
+        -- Each parses its arguments in the module's order (so that a call with
+        -- several bad ones gets the module's error), reads its keys, decides, and
+        -- writes once everything is decided. RL.TOKENBUCKET and the other single
+        -- limits are here; RL.PEEK with RL.REFUND, RL.MULTI, and RL.RELEASE with
+        -- RL.RENEW in parts of their own after this one, built when called (under
+        -- EVALSHA a call builds only its own).
+        local B = part('base')
+        local mode = B.mode
+        -- (type, string.upper, tostring, getmetatable and error are read as
+        -- globals: they are on rare paths, and a local taken for them would be
+        -- one more upvalue built on every EVALSHA call.)
+        local pcall = pcall
+        local fail = B.fail
+
+        local function arity(command)
+            return 'ERR wrong number of arguments for \'' .. command .. '\' command'
+        end
+
+        -- A limit's reply: [allowed, remaining, size, retry_after_ms,
+        -- reset_after_ms] and, for a leaky bucket or a concurrency limit, a
+        -- sixth field. A wait past 2^53 - 1 ms (limbs, in a wide call) cannot
+        -- be returned exactly.
+        local function check(retry, reset, sixth)
+            if mode.wide and (type(retry) ~= 'number' or type(reset) ~= 'number' or (sixth and type(sixth) ~= 'number')) then
+                fail('reply_range')
+            end
+        end
+
+        local function fields(size, allowed, remaining, retry, reset, sixth)
+            check(retry, reset, sixth)
+            return { allowed, remaining, size, retry, reset, sixth }
+        end
+
+        -- The commands by name: the part of the algorithm that RL.TOKENBUCKET,
+        -- RL.LEAKYBUCKET, RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and
+        -- RL.ACQUIRE take from (key a b now [n]; the algorithms' parts have
+        -- two-letter names), or the part holding the command.
+        local COMMANDS = {
+            ['RL.TOKENBUCKET'] = 'tb',
+            ['RL.LEAKYBUCKET'] = 'lb',
+            ['RL.FIXEDWINDOW'] = 'fw',
+            ['RL.SLIDINGWINDOW'] = 'sw',
+            ['RL.SLIDINGLOG'] = 'sl',
+            ['RL.ACQUIRE'] = 'cc',
+            ['RL.PEEK'] = 'named',
+            ['RL.REFUND'] = 'named',
+            ['RL.MULTI'] = 'multi',
+            ['RL.RELEASE'] = 'leases',
+            ['RL.RENEW'] = 'leases',
+        }
+
+        -- A limit's `a` and `b` as the algorithm `A` parses them. They repeat
+        -- from call to call: a function library keeps the parse of up to 1000
+        -- pairs an algorithm (past that it starts again), unless wide.
+        local kept, pairs_kept
+        local function limit(A, a, b)
+            local memo = kept and kept[A]
+            local hit = memo and memo[a]
+            hit = hit and hit[b]
+            if hit then
+                return hit[1], hit[2]
+            end
+            local size, per = A.parse(a, b)
+            if lasting and not mode.wide then
+                kept, pairs_kept = kept or {}, pairs_kept or {}
+                if not memo or pairs_kept[A] >= 1000 then
+                    memo = {}
+                    kept[A], pairs_kept[A] = memo, 0
+                end
+                local by_b = memo[a] or {}
+                memo[a], by_b[b], pairs_kept[A] = by_b, { size, per }, pairs_kept[A] + 1
+            end
+            return size, per
+        end
+
+        local function take(keys, argv, name)
+            if #keys ~= 1 or #argv < 4 then
+                fail(arity(name))
+            end
+            local A = part(COMMANDS[name])
+            local size, per = limit(A, argv[2], argv[3])
+            local now = B.now(argv[4])
+            if #argv > 5 then
+                fail(arity(name))
+            end
+            local n = argv[5] == nil and 1 or B.count(argv[5]) or fail('count')
+            local key = keys[1]
+            local allowed, remaining, retry, reset, sixth, new = A.take(B.read(key, A.prefix), now, size, per, n)
+            local reply = fields(size, allowed, remaining, retry, reset, sixth)
+            if new then
+                B.write(key, new, reset)
+            end
+            return reply
+        end
+
+        -- A call: the command's reply, or its error as an error reply.
+        local function call(keys, argv)
+            B.begin()
+            local name = argv[1] or ''
+            local code = COMMANDS[name]
+            if not code then
+                name = string.upper(name)
+                code = COMMANDS[name]
+            end
+            local command = code and (#code == 2 and take or part(code)[name])
+            if not command then
+                return redis.error_reply('ERR unknown command \'' .. tostring(argv[1]) .. '\' for redis-ratelimit script mode')
+            end
+            local ok, result = pcall(command, keys, argv, name)
+            if ok then
+                return result
+            elseif getmetatable(result) == B.Failure then
+                return redis.error_reply(result.message)
+            end
+            error(result, 0)
+        end
+
+        return {
+            arity = arity,
+            check = check,
+            fields = fields,
+            limit = limit,
+            call = call,
+        }
+    elseif name == 'named' then
+        -- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
+        local B, K = part('base'), part('commands')
+        local fail, arity, fields = B.fail, K.arity, K.fields
+        local N = {}
+
+        local ALGORITHMS = {
+            TOKENBUCKET = 'tb',
+            LEAKYBUCKET = 'lb',
+            FIXEDWINDOW = 'fw',
+            SLIDINGWINDOW = 'sw',
+            SLIDINGLOG = 'sl',
+            CONCURRENCY = 'cc',
+        }
+
+        -- A limit named in the call: its algorithm's part, size and per.
+        -- (string.upper, on a rare path, is read as a global: a local for it
+        -- would be one more upvalue built on every EVALSHA call.)
+        local function limit(name, a, b)
+            local A = part(ALGORITHMS[name] or ALGORITHMS[string.upper(name)] or fail('algorithm'))
+            return A, K.limit(A, a, b)
+        end
+
+        local function count(s)
+            return s == nil and 1 or B.count(s) or fail('count')
+        end
+
+        N.limit, N.count = limit, count
+
+        -- RL.PEEK key ALGORITHM a b now [n]: a take that changes nothing.
+        N['RL.PEEK'] = function(keys, argv)
+            if #keys ~= 1 or #argv < 5 then
+                fail(arity('RL.PEEK'))
+            end
+            local A, size, per = limit(argv[2], argv[3], argv[4])
+            local now = B.now(argv[5])
+            if #argv > 6 then
+                fail(arity('RL.PEEK'))
+            end
+            local n = count(argv[6])
+            return fields(size, A.take(B.read(keys[1], A.prefix), now, size, per, n, true))
+        end
+
+        -- RL.REFUND key ALGORITHM a b now n
+        N['RL.REFUND'] = function(keys, argv)
+            if #keys ~= 1 or #argv ~= 6 then
+                fail(arity('RL.REFUND'))
+            end
+            local A, size, per = limit(argv[2], argv[3], argv[4])
+            local now = B.now(argv[5])
+            local n = count(argv[6])
+            if not A.refund then
+                fail('refund_concurrency') -- a slot comes back by its lease's id
+            end
+            local key = keys[1]
+            local allowed, remaining, retry, reset, sixth, new = A.refund(B.read(key, A.prefix), now, size, per, n)
+            local reply = fields(size, allowed, remaining, retry, reset, sixth)
+            if new then
+                B.write(key, new, reset)
+            end
+            return reply
+        end
+
+        return N
+    elseif name == 'multi' then
+        -- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
+        -- every limit decides on what it reads, and only when all of them admit
+        -- are their writes made.
+        local B, K, N = part('base'), part('commands'), part('named')
+        local fail, arity, check, limit, count = B.fail, K.arity, K.check, N.limit, N.count
+
+        -- Whether a key appears twice (a few keys compared pairwise, more
+        -- through a set left empty for the next call).
+        local seen = {}
+        local function repeated(keys, k)
+            local twice = false
+            if k <= 8 then
+                for i = 2, k do
+                    for j = 1, i - 1 do
+                        twice = twice or keys[i] == keys[j]
+                    end
+                end
+                return twice
+            end
+            for i = 1, k do
+                twice = twice or seen[keys[i]] ~= nil
+                seen[keys[i]] = true
+            end
+            for i = 1, k do
+                seen[keys[i]] = nil
+            end
+            return twice
+        end
+
+        -- The limits' arrays are used again by each call.
+        local limits, sizes, pers, counts, values, news = {}, {}, {}, {}, {}, {}
+        local M = {}
+        M['RL.MULTI'] = function(keys, argv)
+            local k = #keys
+            if 1 + k + #argv < 8 then
+                fail(arity('RL.MULTI'))
+            end
+            -- At most 1000 keys, as the module: a call runs alone on the server.
+            if k == 0 or k > 1000 then
+                fail('numkeys')
+            end
+            if #argv ~= 2 + 4 * k then
+                fail(arity('RL.MULTI'))
+            end
+            for i = 1, k do
+                local at = 4 * i - 1
+                limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
+                counts[i] = count(argv[at + 3])
+            end
+            local now = B.now(argv[2])
+            if repeated(keys, k) then
+                fail('repeated')
+            end
+            for i = 1, k do
+                values[i] = B.read(keys[i], limits[i].prefix)
+            end
+            local reply, allowed = { 1, 0 }, true
+            for i = 1, k do
+                local f = { 0, 0, sizes[i], 0, 0, nil }
+                f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
+                reply[2 + i], allowed = f, allowed and f[1] == 1
+            end
+            local retry = 0
+            for i = 1, k do
+                local f = reply[2 + i]
+                if not allowed and f[1] == 1 then
+                    -- Nothing is taken: a limit that would admit reports its
+                    -- state as a look (n = 0) does.
+                    f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
+                end
+                check(f[4], f[5], f[6])
+                if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
+                    retry = f[4]
+                end
+            end
+            for i = 1, k do
+                if allowed and news[i] then
+                    B.write(keys[i], news[i], reply[2 + i][5])
+                end
+                values[i], news[i] = nil, nil
+            end
+            if not allowed then
+                reply[1], reply[2] = 0, retry
+            end
+            return reply
+        end
+
+        return M
+    elseif name == 'leases' then
+        -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
+        -- [released or renewed, held, reset_after_ms].
+        local B, K = part('base'), part('commands')
+        local fail, arity = B.fail, K.arity
+
+        local function lease_id(s)
+            return B.count(s) or fail('lease_id')
+        end
+
+        local function changed(key, done, held, reset, new)
+            if new then
+                B.write(key, new, reset)
+            end
+            return { done, held, reset }
+        end
+
+        local L = {}
+        L['RL.RELEASE'] = function(keys, argv)
+            if #keys ~= 1 or #argv ~= 3 then
+                fail(arity('RL.RELEASE'))
+            end
+            local id, now = lease_id(argv[2]), B.now(argv[3])
+            return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
+        end
+
+        -- RL.RENEW's lease, its parse kept as a limit's pair is.
+        local LEASE = {
+            parse = function(a)
+                return B.span(a, 1000, 'lease')
+            end,
+        }
+        L['RL.RENEW'] = function(keys, argv)
+            if #keys ~= 1 or #argv ~= 4 then
+                fail(arity('RL.RENEW'))
+            end
+            local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
+            local now = B.now(argv[4])
+            return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
+        end
+
+        return L
+    end
+end
+
 -- The part `name`, built on first use.
-local function part(name)
+local built = {}
+part = function(name)
     local p = built[name]
     if p == nil then
         if not find then
             find, sub, byte, format = string.find, string.sub, string.byte, string.format
             fmod, floor = math.fmod, math.floor
         end
-        p = PARTS[name](part, lasting)
+        p = build(name)
         built[name] = p
     end
     return p
 end
 
--- Errors -------------------------------------------------------------------
--- Worded as the module's (src/error.rs); built when a call fails.
-
-local function errors()
-    return {
-        capacity = 'ERR capacity must be an integer from 1 to 9007199254740991',
-        rate = 'ERR rate must be a decimal number of units per second from 0.000001 to 1000000000000',
-        fill = 'ERR capacity / rate must be at most 1000000000000 seconds (the time to refill or drain the whole bucket)',
-        limit = 'ERR limit must be an integer from 1 to 9007199254740991',
-        window = 'ERR window must be a decimal number of seconds from 0.001 to 1000000000000',
-        now = 'ERR now must be * or a decimal Unix time in seconds from 0 to 253402300799.999999',
-        count = 'ERR n must be an integer from 0 to 9007199254740991',
-        algorithm = 'ERR algorithm must be TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY',
-        lease = 'ERR lease must be a decimal number of seconds from 0.001 to 1000000000000',
-        lease_id = 'ERR lease_id must be an integer from 0 to 9007199254740991',
-        refund_concurrency = 'ERR a concurrency limit takes no refund: release its lease with RL.RELEASE',
-        numkeys = 'ERR numkeys must be an integer from 1 to 1000',
-        repeated = 'ERR a key may appear only once',
-        wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value',
-        module_key = 'WRONGTYPE the key holds module-mode state (the redis-ratelimit module\'s type); '
-            .. 'script mode cannot use it: give each mode its own key prefix',
-        -- Lua returns integers exactly only below 2^53: a reply past that (a
-        -- leaky bucket whose stored queue is far longer than the call's
-        -- capacity drains at its slow rate) is refused, with nothing changed.
-        reply_range = 'ERR rate is too slow for the queue this key holds: a reply would pass 9007199254740991 ms, '
-            .. 'beyond what script mode returns exactly (the module returns it); nothing was changed',
-        corrupt = 'ERR the key holds a damaged script-mode state (rl1:...): script mode did not write it; '
-            .. 'it is left unchanged',
-    }
-end
-
--- Shared helpers ------------------------------------------------------------
--- Errors, numbers, arguments, stored fields, the server's clock.
-
-local function base(part, lasting)
-    -- A failure: the module's error `name` (or a message of its own),
-    -- unwound with error() and turned into an error reply by the call.
-    local Failure = {}
-    local function fail(name)
-        error(setmetatable({ message = part('errors')[name] or name }, Failure), 0)
-    end
-
-    -- Numbers ---------------------------------------------------------------
-    -- Counts (limits, n, units, ids) are plain numbers, below 2^53. Times,
-    -- spans and rates are plain below 2^52, where a sum of two is below
-    -- 2^53 and exact, and the helpers below are the plain operators. A
-    -- time-like value of 2^52 or more (a time after 2112, a window or a
-    -- rate that large, a product's quotient) makes the rest of the call
-    -- wide: the helpers then work on limbs (the wide part), which hold any
-    -- value and are plain numbers below 2^53.
-
-    -- Whether the call is wide: `wide` here, `mode.wide` for the other
-    -- parts; each call starts plain (the commands part sets it so).
-    local wide, W = false, nil
-    local mode = { wide = false }
-
-    local function go_wide()
-        wide, W, mode.wide = true, W or part('wide'), true
-    end
-
-    local function begin()
-        wide, mode.wide = false, false
-    end
-
-    -- A time-like value as it enters the call: plain, or limbs (which made
-    -- the call wide already).
-    local function note(t)
-        if not wide and t >= 4503599627370496 then -- 2^52
-            go_wide()
-        end
-        return t
-    end
-
-    local function add(a, b)
-        if wide then
-            return W.add(a, b)
-        end
-        return note(a + b)
-    end
-
-    -- a - b, for a >= b.
-    local function minus(a, b)
-        if wide then
-            return W.sub(a, b)
-        end
-        return a - b
-    end
-
-    local function lt(a, b)
-        if wide then
-            return W.cmp(a, b) < 0
-        end
-        return a < b
-    end
-
-    local function mod(a, b)
-        if wide then
-            local _, r = W.divmod(a, b)
-            return r
-        end
-        return fmod(a, b)
-    end
-
-    -- floor((a * b + plus) / c) and the remainder, for c >= 1 and a count
-    -- `plus` below 2^52. In doubles for plain a and b, c up to 2^52 and a
-    -- quotient below 2^52: the quotient of the rounded numerator is off by
-    -- at most 1, and the remainder, exact from the two products (Dekker's:
-    -- each factor split in halves whose products are exact), says which
-    -- way. Else in limbs.
-    local function muldiv(a, b, c, plus)
-        if not wide then
-            local n = a * b + plus
-            if n < 9007199254740992 then -- 2^53
-                local r = fmod(n, c)
-                return (n - r) / c, r
-            end
-            if c <= 4503599627370496 then
-                -- a * b = high + low, q * c = qhigh + qlow, exactly.
-                local t = 134217729 * a -- 2^27 + 1
-                local ah = t - (t - a)
-                local al = a - ah
-                t = 134217729 * b
-                local bh = t - (t - b)
-                local bl = b - bh
-                local high = a * b
-                local low = ((ah * bh - high) + ah * bl + al * bh) + al * bl
-                local q = floor((high + (low + plus)) / c)
-                if q < 4503599627370496 then
-                    t = 134217729 * q
-                    local qh = t - (t - q)
-                    local ql = q - qh
-                    t = 134217729 * c
-                    local ch = t - (t - c)
-                    local cl = c - ch
-                    local qhigh = q * c
-                    local qlow = ((qh * ch - qhigh) + qh * cl + ql * ch) + ql * cl
-                    local r = (high - qhigh) + (low - qlow) + plus
-                    if r < 0 then
-                        return q - 1, r + c
-                    elseif r >= c then
-                        return q + 1, r - c
-                    end
-                    return q, r
-                end
-            end
-            go_wide()
-        end
-        return W.divmod(W.add(W.mul(a, b), plus), c)
-    end
-
-    -- ceil(us / 1000): milliseconds, rounded up.
-    local function ms(us)
-        if not wide then
-            local r = fmod(us, 1000)
-            return (us - r) / 1000 + (r > 0 and 1 or 0)
-        end
-        local q, r = muldiv(us, 1, 1000, 0)
-        return r ~= 0 and add(q, 1) or q
-    end
-
-    -- Digits as a number, limbs from 2^53 on (which make the call wide).
-    local function decimal(s)
-        local n = #s
-        if n <= 15 or (n == 16 and s <= '9007199254740991') then
-            return s + 0
-        end
-        local first = find(s, '[^0]')
-        if not first then
-            return 0
-        elseif first > 1 then
-            return decimal(sub(s, first))
-        end
-        go_wide()
-        return W.from_decimal(s)
-    end
-
-    -- A number in decimal.
-    local function text(x)
-        return wide and W.to_decimal(x) or format('%d', x)
-    end
-
-    -- Bounds past 2^53 (checked only in a wide call: plain numbers are
-    -- within them).
-    local MAX_SPAN_US = '1000000000000000000' -- 10^12 s
-    local MAX_TIME_US = '253402300799999999' -- 9999-12-31T23:59:59.999999Z
-    local function within(x, bound)
-        return not wide or W.cmp(x, W.from_decimal(bound)) <= 0
-    end
-
-    -- Arguments (src/args.rs) ----------------------------------------------
-
-    -- An integer of at most 20 ASCII digits (the module's u64 parser) from
-    -- 0 to 2^53 - 1, or nil. (In patterns, %d is 0 to 9 only: Redis and
-    -- Valkey leave Lua in the C locale's character classes; [0-9] would
-    -- cost more, a class walked for every byte.)
-    local function count(s)
-        if s == '1' then
-            return 1
-        end
-        local n = #s
-        if n > 20 or not find(s, '^%d+$') then
-            return nil
-        elseif n > 16 then
-            local first = find(s, '[^0]') or n
-            s, n = sub(s, first), n - first + 1
-        end
-        if n < 16 or (n == 16 and s <= '9007199254740991') then
-            return s + 0
-        end
-    end
-
-    -- A limit's size (capacity or limit): 1 to 2^53 - 1.
-    local function size(s, message)
-        local n = count(s)
-        if not n or n < 1 then
-            fail(message)
-        end
-        return n
-    end
-
-    -- A non-negative decimal in millionths, rounded half up at the seventh
-    -- decimal: `12`, `0.5`, `.25`, `3.`; nil for anything else. Up to 9
-    -- whole digits and 6 decimals it is read as one double, within 0.23 of
-    -- the millionths, which rounding finds; a Unix time's 10 whole digits
-    -- are read apart from its decimals.
-    local SCALE = { 100000, 10000, 1000, 100, 10, 1 }
-    local function micros(s)
-        if not find(s, '^%d*%.?%d*$') or s == '' or s == '.' then
-            return nil
-        end
-        local dot = find(s, '.', 1, true)
-        local whole, decimals = #s, 0
-        if dot then
-            whole, decimals = dot - 1, #s - dot
-        end
-        if whole <= 9 and decimals <= 6 then
-            return floor(s * 1000000 + 0.5)
-        elseif whole == 10 and decimals <= 6 and s < '9007199254' then
-            local us = (dot and sub(s, 1, whole) or s) * 1000000
-            return decimals > 0 and us + sub(s, dot + 1) * SCALE[decimals] or us
-        elseif whole > 20 then
-            return nil
-        end
-        local fraction = sub(s, whole + 2)
-        local value = decimal(sub(s, 1, whole) .. sub(fraction .. '000000', 1, 6))
-        if sub(fraction, 7, 7) >= '5' then
-            value = add(value, 1)
-        end
-        return note(value)
-    end
-
-    -- A span of time in microseconds: `low` to 10^12 s.
-    local function span(s, low, message)
-        local us = micros(s)
-        if not us or not within(us, MAX_SPAN_US) or lt(us, low) then
-            fail(message)
-        end
-        return us
-    end
-
-    -- The limit and the window of the windows and the sliding log.
-    local function window_limit(a, b)
-        return size(a, 'limit'), span(b, 1000, 'window')
-    end
-
-    -- Unix microseconds now: `*`, the server's clock, or a decimal.
-    -- Writes after TIME are replicated by their effects: Redis 6.2 may be
-    -- set to replicate scripts verbatim, so a script asks for effects;
-    -- functions always replicate effects, and skip the call.
-    local replicate = not lasting and redis.replicate_commands
-    local function now(s)
-        if s == '*' then
-            if replicate then
-                replicate()
-            end
-            local t = redis.call('TIME')
-            return note(t[1] * 1000000 + t[2])
-        end
-        local us = micros(s)
-        if not us or not within(us, MAX_TIME_US) then
-            fail('now')
-        end
-        return us
-    end
-
-    -- Stored values ---------------------------------------------------------
-
-    -- The value of `key` when it holds a state of the algorithm whose
-    -- values start with `prefix` (`rl1:tb:`...: the state's fields from
-    -- byte 8 on); nil for a missing key.
-    local function read(key, prefix)
-        local value = redis.pcall('GET', key)
-        if not value then
-            return nil
-        elseif value.err then -- another type (a string's .err is nil)
-            if redis.call('TYPE', key).ok == 'ratelimit' then
-                fail('module_key')
-            end
-            fail('wrongtype')
-        elseif find(value, prefix, 1, true) ~= 1 then
-            fail('wrongtype')
-        end
-        return value
-    end
-
-    -- The new state, expiring when the limiter is fresh again; no key
-    -- when it is fresh already. (PX in decimal: Redis would write a number
-    -- argument with %.17g, a slower printf.)
-    local function write(key, value, reset_ms)
-        if reset_ms == 0 then
-            redis.call('DEL', key)
-        else
-            redis.call('SET', key, value, 'PX', format('%d', reset_ms))
-        end
-    end
-
-    -- A stored count: digits with no leading zero, `low` (0 or 1) to
-    -- 2^53 - 1.
-    local function stored_count(s, low)
-        local n = s and #s or 17
-        if n > 16 or (n > 1 and byte(s) == 48) or (n == 16 and s > '9007199254740991') then
-            fail('corrupt')
-        end
-        n = s + 0
-        if n < low then
-            fail('corrupt')
-        end
-        return n
-    end
-
-    -- A stored time or span: digits with no leading zero.
-    local function stored_span(s)
-        if not s or (byte(s) == 48 and #s > 1) then
-            fail('corrupt')
-        end
-        return note(decimal(s))
-    end
-
-    -- A stored time: up to the end of 9999.
-    local function stored_time(s)
-        local n = s and #s or 0
-        if n > 0 and (n < 16 or (n == 16 and s < '4503599627370496')) and (n == 1 or byte(s) ~= 48) then
-            return s + 0 -- below 2^52, the usual case, at once
-        end
-        local t = stored_span(s)
-        return within(t, MAX_TIME_US) and t or fail('corrupt')
-    end
-
-    return {
-        begin = begin,
-        mode = mode,
-        ms = ms,
-        text = text,
-        size = size,
-        span = span,
-        window_limit = window_limit,
-        now = now,
-        read = read,
-        write = write,
-        stored_count = stored_count,
-        stored_time = stored_time,
-        Failure = Failure,
-        fail = fail,
-        note = note,
-        add = add,
-        minus = minus,
-        lt = lt,
-        mod = mod,
-        muldiv = muldiv,
-        count = count,
-        stored_span = stored_span,
-        within = within,
-        MAX_SPAN_US = MAX_SPAN_US,
-        MAX_TIME_US = MAX_TIME_US,
-    }
-end
-
--- The wide part: limbs ----------------------------------------------------------
--- Numbers from 2^53 on, as arrays of base-10^7 limbs, least significant
--- first (products of two limbs stay below 2^53). Every function takes
--- plain numbers or limbs and returns a plain number when the value is
--- below 2^53.
-
-local function wide()
-    local max, concat, type, tonumber = math.max, table.concat, type, tonumber
-    local BASE = 10000000
-    local TWO52, TWO53 = 4503599627370496, 9007199254740992
-    local W = {}
-
-    local function limbs(x)
-        if type(x) == 'table' then
-            return x
-        end
-        local t, i = {}, 0
-        repeat
-            local r = fmod(x, BASE) -- fmod is exact; floor(x / BASE) may not be
-            i = i + 1
-            t[i] = r
-            x = (x - r) / BASE
-        until x == 0
-        return t
-    end
-
-    -- No leading zero limbs, and a plain number below 2^53.
-    local function norm(t)
-        local n = #t
-        while n > 1 and t[n] == 0 do
-            t[n] = nil
-            n = n - 1
-        end
-        if n <= 3 then
-            local v = 0
-            for i = n, 1, -1 do
-                v = v * BASE + t[i]
-            end
-            if v < TWO53 then
-                return v
-            end
-        end
-        return t
-    end
-
-    function W.add(a, b)
-        a, b = limbs(a), limbs(b)
-        local t, carry = {}, 0
-        for i = 1, max(#a, #b) do
-            local s = (a[i] or 0) + (b[i] or 0) + carry
-            if s >= BASE then
-                t[i], carry = s - BASE, 1
-            else
-                t[i], carry = s, 0
-            end
-        end
-        if carry > 0 then
-            t[#t + 1] = carry
-        end
-        return norm(t)
-    end
-
-    -- a - b, for a >= b.
-    local function sub_limbs(a, b)
-        a, b = limbs(a), limbs(b)
-        local t, borrow = {}, 0
-        for i = 1, #a do
-            local s = a[i] - (b[i] or 0) - borrow
-            if s < 0 then
-                t[i], borrow = s + BASE, 1
-            else
-                t[i], borrow = s, 0
-            end
-        end
-        return norm(t)
-    end
-    W.sub = sub_limbs
-
-    function W.mul(a, b)
-        a, b = limbs(a), limbs(b)
-        local na, nb, t = #a, #b, {}
-        for i = 1, na + nb do
-            t[i] = 0
-        end
-        for i = 1, na do
-            local ai, carry = a[i], 0
-            if ai ~= 0 then
-                for j = 1, nb do
-                    local s = t[i + j - 1] + ai * b[j] + carry
-                    local r = fmod(s, BASE)
-                    t[i + j - 1], carry = r, (s - r) / BASE
-                end
-                local k = i + nb
-                while carry > 0 do
-                    local s = t[k] + carry
-                    local r = fmod(s, BASE)
-                    t[k], carry = r, (s - r) / BASE
-                    k = k + 1
-                end
-            end
-        end
-        return norm(t)
-    end
-
-    -- -1, 0 or 1. A plain number is below 2^53, limbs are not.
-    local function cmp(a, b)
-        local ta, tb = type(a) == 'table', type(b) == 'table'
-        if not ta and not tb then
-            return a < b and -1 or (a > b and 1 or 0)
-        elseif not ta then
-            return -1
-        elseif not tb then
-            return 1
-        elseif #a ~= #b then
-            return #a < #b and -1 or 1
-        end
-        for i = #a, 1, -1 do
-            if a[i] ~= b[i] then
-                return a[i] < b[i] and -1 or 1
-            end
-        end
-        return 0
-    end
-    W.cmp = cmp
-
-    local function approx(x)
-        if type(x) == 'number' then
-            return x
-        end
-        local v = 0
-        for i = #x, 1, -1 do
-            v = v * BASE + x[i]
-        end
-        return v
-    end
-
-    -- x * BASE^k
-    local function shift(x, k)
-        if k == 0 then
-            return x
-        end
-        local l, t = limbs(x), {}
-        for i = 1, k do
-            t[i] = 0
-        end
-        for i = 1, #l do
-            t[k + i] = l[i]
-        end
-        return norm(t)
-    end
-
-    -- floor(a / b) and a mod b, b > 0: each step takes a quotient estimated
-    -- from doubles, shrunk so that it never overshoots, exactly.
-    function W.divmod(a, b)
-        if type(a) == 'number' and type(b) == 'number' then
-            local r = fmod(a, b)
-            return (a - r) / b, r
-        end
-        local q, r, db = 0, a, approx(b)
-        while cmp(r, b) >= 0 do
-            local estimate, k = approx(r) / db * (1 - 1e-12), 0
-            while estimate >= TWO52 do
-                estimate, k = estimate / BASE, k + 1
-            end
-            estimate = floor(estimate) - 1
-            if estimate < 1 then
-                estimate = 1
-            end
-            r = sub_limbs(r, shift(W.mul(b, estimate), k))
-            q = W.add(q, shift(estimate, k))
-        end
-        return q, r
-    end
-
-    -- Digits (no leading zero) as limbs.
-    function W.from_decimal(s)
-        local t, k = {}, 0
-        for j = #s, 1, -7 do
-            k = k + 1
-            t[k] = tonumber(sub(s, j > 7 and j - 6 or 1, j))
-        end
-        return norm(t)
-    end
-
-    function W.to_decimal(x)
-        if type(x) == 'number' then
-            return format('%d', x)
-        end
-        local parts = { format('%d', x[#x]) }
-        for i = #x - 1, 1, -1 do
-            parts[#parts + 1] = format('%07d', x[i])
-        end
-        return concat(parts)
-    end
-
-    return W
-end
-
--- Token bucket (src/algorithms/token_bucket.rs) -------------------------------
--- An amount of pico-units is kept as whole units and a fraction below
--- 10^12 pico-units: two plain numbers, the units never past 2^53 - 1. The
--- leaky bucket shares the limit, the value, the flow and the timing.
-
-local function token_bucket(part)
-    local B = part('base')
-    local mode = B.mode
-    local fail, minus, lt, muldiv = B.fail, B.minus, B.lt, B.muldiv
-    local PICO = 1000000000000
-
-    -- capacity, and rate in pico-units per microsecond.
-    local function parse(a, b)
-        local capacity = B.size(a, 'capacity')
-        local rate = B.span(b, 1, 'rate')
-        -- capacity / rate at most 10^12 s: rate >= capacity / 10^6.
-        local r = fmod(capacity, 1000000)
-        if lt(rate, (capacity - r) / 1000000 + (r > 0 and 1 or 0)) then
-            fail('fill')
-        end
-        return capacity, rate
-    end
-
-    -- The amount, as (units, pico), and the time of a value
-    -- `<prefix><pico-units>:<last_us>`; the amount at most
-    -- (2^53 - 1) * 10^12.
-    local function decode(value)
-        local _, _, colon = find(value, '^%d+():%d+$', 8)
-        local length = colon and colon - 8 or 29
-        if length > 28 or (byte(value, 8) == 48 and length > 1) then
-            fail('corrupt')
-        end
-        local units = length > 12 and sub(value, 8, colon - 13) + 0 or 0
-        local pico = sub(value, length > 12 and colon - 12 or 8, colon - 1) + 0
-        if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
-            fail('corrupt')
-        end
-        return units, pico, B.stored_time(sub(value, colon + 1))
-    end
-
-    -- `<prefix><pico-units>:<now>`, in one format() while `now` is plain.
-    local function encode(prefix, units, pico, now)
-        local wide = mode.wide
-        now = wide and B.text(now) or now
-        if units == 0 then
-            return format(wide and '%s%d:%s' or '%s%d:%d', prefix, pico, now)
-        end
-        return format(wide and '%s%d%012d:%s' or '%s%d%012d:%d', prefix, units, pico, now)
-    end
-
-    -- Pico-units flowing from `from` to `to`, as (units, pico); past
-    -- `most` units, most + 1 (all it takes to fill or drain what is there).
-    local function flow(from, to, rate, most)
-        local elapsed = minus(to, from)
-        if not mode.wide and elapsed * rate > (most + 2) * 1.000001e12 then
-            return most + 1, 0
-        end
-        local units, pico = muldiv(elapsed, rate, PICO, 0)
-        if lt(most, units) then
-            return most + 1, 0
-        end
-        return units, pico
-    end
-
-    -- Milliseconds, rounded up, for units * 10^12 + pico pico-units to
-    -- flow: ceil(x / (1000 * rate)) = ceil(ceil(x / 1000) / rate). With a
-    -- `target`, for the bucket to go from units + pico to target units.
-    local function ms_for(rate, units, pico, target)
-        if target then
-            units, pico = target - units - (pico > 0 and 1 or 0), pico > 0 and PICO - pico or 0
-        end
-        local r = fmod(pico, 1000)
-        local q
-        q, r = muldiv(units, 1000000000, rate, (pico - r) / 1000 + (r > 0 and 1 or 0))
-        return r ~= 0 and B.add(q, 1) or q
-    end
-
-    -- The tokens at `now` (never before the last update): the stored ones
-    -- plus what flowed in since, at most the capacity; a missing key is a
-    -- full bucket.
-    local function refill(value, now, capacity, rate)
-        if not value then
-            return capacity, 0, now
-        end
-        local units, pico, last = decode(value)
-        if lt(now, last) then
-            now = last
-        end
-        local more, more_pico = flow(last, now, rate, capacity)
-        units, pico = units + more, pico + more_pico
-        if pico >= PICO then
-            units, pico = units + 1, pico - PICO
-        end
-        if units >= capacity then
-            return capacity, 0, now
-        end
-        return units, pico, now
-    end
-
-    -- Takes `n` tokens when there are as many. `n` = 0 only looks, as
-    -- `look` does (nothing to store). Returns allowed, remaining,
-    -- retry_after_ms, reset_after_ms, the sixth field and the new value.
-    local function take(value, now, capacity, rate, n, look)
-        local units, pico
-        units, pico, now = refill(value, now, capacity, rate)
-        if n > capacity then
-            return 0, units, -1, ms_for(rate, units, pico, capacity)
-        elseif units < n then
-            return 0, units, ms_for(rate, units, pico, n), ms_for(rate, units, pico, capacity)
-        end
-        units = units - n
-        local reset = ms_for(rate, units, pico, capacity)
-        if n == 0 or look then
-            return 1, units, 0, reset
-        end
-        return 1, units, 0, reset, nil, encode('rl1:tb:', units, pico, now)
-    end
-
-    -- Gives `n` tokens back, up to the capacity.
-    local function refund(value, now, capacity, rate, n)
-        local units, pico
-        units, pico, now = refill(value, now, capacity, rate)
-        if units + n >= capacity then
-            units, pico = capacity, 0
-        else
-            units = units + n
-        end
-        local reset = ms_for(rate, units, pico, capacity)
-        if not value or n == 0 then
-            return 1, units, 0, reset
-        end
-        return 1, units, 0, reset, nil, encode('rl1:tb:', units, pico, now)
-    end
-
-    return {
-        prefix = 'rl1:tb:',
-        parse = parse,
-        decode = decode,
-        encode = encode,
-        flow = flow,
-        take = take,
-        refund = refund,
-        ms_for = ms_for,
-    }
-end
-
--- Leaky bucket (src/algorithms/leaky_bucket.rs) ------------------------------
--- The queue's level, kept as the token bucket keeps its tokens; the sixth
--- field of a reply is delay_ms.
-
-local function leaky_bucket(part)
-    local B, T = part('base'), part('tb')
-    local fail, lt, ms_for = B.fail, B.lt, T.ms_for
-    local PICO = 1000000000000
-
-    -- The level at `now` (never before the last update), drained since;
-    -- a missing key is an empty queue.
-    local function drain(value, now, rate)
-        if not value then
-            return 0, 0, now
-        end
-        local units, pico, last = T.decode(value)
-        if units == 0 and pico == 0 then
-            fail('corrupt')
-        end
-        if lt(now, last) then
-            now = last
-        end
-        local out, out_pico = T.flow(last, now, rate, units)
-        if out > units or (out == units and out_pico >= pico) then
-            return 0, 0, now
-        elseif out_pico > pico then
-            return units - out - 1, pico + PICO - out_pico, now
-        end
-        return units - out, pico - out_pico, now
-    end
-
-    -- Whole units that fit on top of a level.
-    local function free(capacity, units, pico)
-        local room = capacity - units - (pico > 0 and 1 or 0)
-        return room > 0 and room or 0
-    end
-
-    -- Queues `n` units when they fit; `n` = 0 (or `look`) only looks.
-    local function take(value, now, capacity, rate, n, look)
-        local units, pico
-        units, pico, now = drain(value, now, rate)
-        local wait = ms_for(rate, units, pico)
-        if n > capacity then
-            return 0, free(capacity, units, pico), -1, wait, 0
-        end
-        local queued = units + n
-        if queued > capacity or (queued == capacity and pico > 0) then
-            -- Until the level is capacity - n.
-            return 0, free(capacity, units, pico), ms_for(rate, units - (capacity - n), pico), wait, 0
-        end
-        local reset = ms_for(rate, queued, pico)
-        if n == 0 or look then
-            return 1, free(capacity, queued, pico), 0, reset, wait
-        end
-        return 1, free(capacity, queued, pico), 0, reset, wait, T.encode('rl1:lb:', queued, pico, now)
-    end
-
-    -- Takes `n` units off the queue, not below empty.
-    local function refund(value, now, capacity, rate, n)
-        local units, pico
-        units, pico, now = drain(value, now, rate)
-        if units < n then
-            units, pico = 0, 0
-        else
-            units = units - n
-        end
-        local reset = ms_for(rate, units, pico)
-        if not value or n == 0 then
-            return 1, free(capacity, units, pico), 0, reset, reset
-        end
-        return 1, free(capacity, units, pico), 0, reset, reset, T.encode('rl1:lb:', units, pico, now)
-    end
-
-    return {
-        prefix = 'rl1:lb:', parse = T.parse,
-        take = take,
-        refund = refund,
-    }
-end
-
--- Fixed window (src/algorithms/fixed_window.rs) -----------------------------
--- Windows aligned to the Unix epoch: the window holding t ends
--- w - t mod w microseconds after t.
-
-local function fixed_window(part)
-    local B = part('base')
-    local mode = B.mode
-    local minus, lt, mod, ms = B.minus, B.lt, B.mod, B.ms
-
-    -- The time (never before the last update) and the units counted in
-    -- its window.
-    local function current(value, now, w)
-        if not value then
-            return now, 0
-        end
-        local _, _, last, count = find(value, '^(%d+):(%d+)$', 8)
-        last, count = B.stored_time(last), B.stored_count(count, 1)
-        if lt(now, last) then
-            now = last
-        end
-        if lt(minus(now, last), minus(w, mod(last, w))) then
-            return now, count
-        end
-        return now, 0
-    end
-
-    -- Milliseconds to the end of the window; 0 for an empty one.
-    local function reset(now, count, w)
-        return count == 0 and 0 or ms(minus(w, mod(now, w)))
-    end
-
-    local function encode(now, count)
-        if mode.wide then
-            return format('rl1:fw:%s:%d', B.text(now), count)
-        end
-        return format('rl1:fw:%d:%d', now, count)
-    end
-
-    local function take(value, now, limit, w, n, look)
-        local count
-        now, count = current(value, now, w)
-        local remaining = count < limit and limit - count or 0
-        if n > limit then
-            return 0, remaining, -1, reset(now, count, w)
-        elseif count > limit - n then
-            -- The next window starts empty, and n <= limit fits there.
-            local to_end = reset(now, count, w)
-            return 0, remaining, to_end, to_end
-        end
-        count = count + n
-        if n == 0 or look then
-            return 1, limit - count, 0, reset(now, count, w)
-        end
-        return 1, limit - count, 0, reset(now, count, w), nil, encode(now, count)
-    end
-
-    -- Uncounts up to `n` units of the current window.
-    local function refund(value, now, limit, w, n)
-        local count
-        now, count = current(value, now, w)
-        count = count > n and count - n or 0
-        local remaining = count < limit and limit - count or 0
-        if not value or n == 0 then
-            return 1, remaining, 0, reset(now, count, w)
-        end
-        return 1, remaining, 0, reset(now, count, w), nil, encode(now, count)
-    end
-
-    return {
-        prefix = 'rl1:fw:',
-        parse = B.window_limit,
-        take = take,
-        refund = refund,
-    }
-end
-
--- Sliding window (src/algorithms/sliding_window.rs) ---------------------------
--- estimate = previous * left / w + current, `left` the microseconds to the
--- end of the current window. In whole units: the previous window's weight
--- is previous * left / w rounded up, and estimate > limit exactly when
--- weight + current > limit.
-
-local function sliding_window(part)
-    local B = part('base')
-    local mode = B.mode
-    local minus, add, lt, mod, ms, muldiv = B.minus, B.add, B.lt, B.mod, B.ms, B.muldiv
-
-    -- The time (never before the last update) and the counts as seen
-    -- from it: rolled forward by the windows that began since.
-    local function at(value, now, w)
-        if not value then
-            return now, 0, 0
-        end
-        local _, _, last, previous, current = find(value, '^(%d+):(%d+):(%d+)$', 8)
-        last = B.stored_time(last)
-        previous, current = B.stored_count(previous, 0), B.stored_count(current, 0)
-        if previous + current == 0 then
-            B.fail('corrupt')
-        end
-        if lt(now, last) then
-            now = last
-        end
-        local since, edge = minus(now, last), minus(w, mod(last, w))
-        if lt(since, edge) then
-            return now, previous, current
-        elseif lt(since, add(edge, w)) then
-            return now, current, 0
-        end
-        return now, 0, 0
-    end
-
-    -- The previous window's weight: ceil(previous * left / w).
-    local function weight(previous, left, w)
-        if previous == 0 then
-            return 0
-        end
-        local q, r = muldiv(previous, left, w, 0)
-        return r ~= 0 and q + 1 or q
-    end
-
-    -- floor(limit - estimate), at least 0.
-    local function remaining(limit, current, weighted)
-        local room = limit - current - weighted
-        return room > 0 and room or 0
-    end
-
-    -- Milliseconds until both counts have slid out.
-    local function reset(previous, current, left, w)
-        if current > 0 then
-            return ms(add(left, w))
-        end
-        return previous > 0 and ms(left) or 0
-    end
-
-    local function encode(now, previous, current)
-        if mode.wide then
-            return format('rl1:sw:%s:%d:%d', B.text(now), previous, current)
-        end
-        return format('rl1:sw:%d:%d:%d', now, previous, current)
-    end
-
-    -- Microseconds until `n` more units fit, with nothing else arriving:
-    -- within this window once previous * (left - wait) <= slack * w, else
-    -- in the next, where the current count is the weighted one.
-    local function wait_for(limit, n, previous, current, left, w)
-        local slack = limit - current - n
-        if slack >= 0 then
-            if previous == 0 then
-                return 0
-            end
-            local q = muldiv(slack, w, previous, 0)
-            if q ~= 0 then
-                return lt(q, left) and minus(left, q) or 0
-            end
-        end
-        local excess = current - (limit - n)
-        if excess <= 0 then
-            return left
-        end
-        local q, r = muldiv(excess, w, current, 0)
-        return add(left, r ~= 0 and add(q, 1) or q)
-    end
-
-    local function take(value, now, limit, w, n, look)
-        local previous, current
-        now, previous, current = at(value, now, w)
-        local left = minus(w, mod(now, w))
-        local weighted = weight(previous, left, w)
-        if n > limit then
-            return 0, remaining(limit, current, weighted), -1, reset(previous, current, left, w)
-        elseif weighted + current + n > limit then
-            local retry = ms(wait_for(limit, n, previous, current, left, w))
-            return 0, remaining(limit, current, weighted), retry, reset(previous, current, left, w)
-        end
-        current = current + n
-        local after = reset(previous, current, left, w)
-        if n == 0 or look then
-            return 1, remaining(limit, current, weighted), 0, after
-        end
-        return 1, remaining(limit, current, weighted), 0, after, nil, encode(now, previous, current)
-    end
-
-    -- Uncounts up to `n` units: the current window's first, then the
-    -- previous one's.
-    local function refund(value, now, limit, w, n)
-        local previous, current
-        now, previous, current = at(value, now, w)
-        local from_current = n < current and n or current
-        current = current - from_current
-        previous = previous > n - from_current and previous - (n - from_current) or 0
-        local left = minus(w, mod(now, w))
-        local after = reset(previous, current, left, w)
-        local room = remaining(limit, current, weight(previous, left, w))
-        if not value or n == 0 then
-            return 1, room, 0, after
-        end
-        return 1, room, 0, after, nil, encode(now, previous, current)
-    end
-
-    return {
-        prefix = 'rl1:sw:', parse = B.window_limit,
-        take = take,
-        refund = refund,
-    }
-end
-
--- Sliding log (src/algorithms/sliding_log.rs) --------------------------------
--- The runs of a log, oldest first: `times` (absolute), `counts`, and
--- `ends`, where each run's text ends in the stored value, so that the runs
--- a call keeps are copied from there as they are.
-
-local function sliding_log(part)
-    local B = part('base')
-    local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
-    local mode = B.mode
-
-    -- The runs of a stored log, and the units in all of them, in arrays
-    -- used again by the next call (a call reads its logs one at a time;
-    -- entries past `runs` are left from before). A long log's are let go
-    -- (a damaged one's by the next call).
-    local T, C, E = {}, {}, {}
-    local function decode(value)
-        if T[257] then
-            T, C, E = {}, {}, {}
-        end
-        local times, counts, ends = T, C, E
-        local runs, total, at, position, length = 0, 0, 0, 8, #value
-        while true do
-            -- A count starts with 1 to 9 (a leading zero is damage); a
-            -- step may be 0.
-            local _, stop, step, count = find(value, '^(%d+):([1-9]%d*)', position)
-            if not stop then
-                B.fail('corrupt')
-            end
-            local s = #step
-            local plain = not mode.wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
-            if plain and plain < 4503599627370496 then
-                -- The usual run, read at once: a step below 2^52, a count
-                -- below 10^15 (as stored_span and stored_count read them).
-                -- The time is below 2^53, within MAX_TIME_US.
-                at, count = at + plain, count == '1' and 1 or count + 0 -- (strtod is slow)
-                if at >= 4503599627370496 then -- 2^52: the call is wide from here
-                    B.note(at)
-                end
-                total = total + count
-                if total > 9007199254740991 then
-                    B.fail('corrupt')
-                end
-            else
-                at = add(at, B.stored_span(step))
-                count = B.stored_count(count, 1)
-                total = total + count
-                if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
-                    B.fail('corrupt')
-                end
-            end
-            runs = runs + 1
-            times[runs], counts[runs], ends[runs] = at, count, stop
-            if stop == length then
-                if runs > 256 then
-                    T, C, E = {}, {}, {}
-                end
-                return times, counts, ends, runs, total
-            elseif byte(value, stop + 1) ~= 44 then -- ','
-                B.fail('corrupt')
-            end
-            position = stop + 2
-        end
-    end
-
-    -- A unit logged at s counts while s > now - w (s >= now + 1 - w): the
-    -- first run still in the window, and the units from there on.
-    local function live(times, counts, runs, total, now, w)
-        local first = 1
-        if not mode.wide then
-            local cutoff = now < w and 0 or now - w + 1
-            while first <= runs and times[first] < cutoff do
-                total = total - counts[first]
-                first = first + 1
-            end
-            return first, total
-        end
-        local cutoff = lt(now, w) and 0 or add(minus(now, w), 1)
-        while first <= runs and lt(times[first], cutoff) do
-            total = total - counts[first]
-            first = first + 1
-        end
-        return first, total
-    end
-
-    -- Milliseconds until a unit logged at `at` (in the window) leaves it.
-    local function leaves(now, at, w)
-        return ms(mode.wide and minus(w, minus(now, at)) or w - (now - at))
-    end
-
-    -- The run holding the k-th oldest unit in the window, from `first`,
-    -- and how many of its units are among the k.
-    local function kth(counts, first, runs, k)
-        local seen = 0
-        for i = first, runs do
-            seen = seen + counts[i]
-            if seen >= k then
-                return i, counts[i] - (seen - k)
-            end
-        end
-    end
-
-    -- Logs `n` units at `now` (never before the newest run) when the
-    -- units still in the window leave room; `n` = 0 (or `look`) only looks.
-    local function take(value, now, limit, w, n, look)
-        local times, counts, ends, runs, total = nil, nil, nil, 0, 0
-        if value then
-            times, counts, ends, runs, total = decode(value)
-            if lt(now, times[runs]) then
-                now = times[runs]
-            end
-        end
-        local first, count = live(times, counts, runs, total, now, w)
-        local reset = count == 0 and 0 or leaves(now, times[runs], w)
-        local remaining = count < limit and limit - count or 0
-        if n > limit then
-            return 0, remaining, -1, reset
-        elseif count > limit - n then
-            -- Until enough of the oldest units have left.
-            local i = kth(counts, first, runs, count - (limit - n))
-            return 0, remaining, leaves(now, times[i], w), reset
-        elseif n == 0 then
-            return 1, remaining, 0, reset
-        elseif look then
-            return 1, remaining - n, 0, ms(w)
-        end
-        -- The runs kept as stored, the first with its time in full, then
-        -- the new one (in one format() while the times are plain).
-        local new
-        if first > runs then
-            new = format('rl1:sl:%s:%d', B.text(now), n)
-        elseif not mode.wide then
-            new = format('rl1:sl:%d:%d%s,%d:%d', times[first], counts[first], sub(value, ends[first] + 1), now - times[runs], n)
-        else
-            new = format('rl1:sl:%s:%d', B.text(times[first]), counts[first]) .. sub(value, ends[first] + 1)
-                .. format(',%s:%d', B.text(minus(now, times[runs])), n)
-        end
-        return 1, remaining - n, 0, ms(w), nil, new
-    end
-
-    -- Takes back the `n` newest units still in the window.
-    local function refund(value, now, limit, w, n)
-        if not value then
-            return 1, limit, 0, 0
-        end
-        local times, counts, ends, runs, total = decode(value)
-        if lt(now, times[runs]) then
-            now = times[runs]
-        end
-        local first, count = live(times, counts, runs, total, now, w)
-        local left = count > n and count - n or 0
-        local room = limit > left and limit - left or 0
-        if left == 0 then
-            return 1, room, 0, 0, nil, n > 0 and '' or nil -- nothing left: no key
-        end
-        -- The newest unit left is the `left`-th oldest one.
-        local last, last_count = kth(counts, first, runs, left)
-        local reset = leaves(now, times[last], w)
-        if n == 0 then
-            return 1, room, 0, reset
-        end
-        local new = format('rl1:sl:%s:%d', B.text(times[first]), first == last and last_count or counts[first])
-        if last > first then
-            new = new .. sub(value, ends[first] + 1, ends[last - 1])
-                .. format(',%s:%d', B.text(minus(times[last], times[last - 1])), last_count)
-        end
-        return 1, room, 0, reset, nil, new
-    end
-
-    return {
-        prefix = 'rl1:sl:', parse = B.window_limit,
-        take = take,
-        refund = refund,
-    }
-end
-
--- Concurrency (src/algorithms/concurrency.rs) --------------------------------
--- Leases: `last`, the last update; `next_id`, the id the next lease gets;
--- the leases in the order taken (ascending ids), as arrays: `ids`, `ends`
--- (Unix microseconds), `slots`, and `stops`, where each one's text ends in
--- the stored value. A lease that ends at E holds its slots while t < E.
--- No lease left is no key: ids start again at 1. The sixth field of a
--- reply is the new lease's id (0: none taken).
-
-local function concurrency(part)
-    local B = part('base')
-    local concat, sort, ipairs = table.concat, table.sort, ipairs
-    local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
-    local fail, mode = B.fail, B.mode
-
-    -- The limit and the lease.
-    local function parse(a, b)
-        return B.size(a, 'limit'), B.span(b, 1000, 'lease')
-    end
-
-    -- The leases decode reads, in a table and arrays used again by the
-    -- next call (a call reads its keys one at a time; entries past `count`
-    -- are left from before). Those of a key holding many are let go.
-    local kept = { ids = {}, ends = {}, slots = {}, stops = {} }
-
-    -- Only what a command could have stored: at least one lease, each live
-    -- at the last update and for at most the longest lease after it, of at
-    -- least 1 slot, 2^53 - 1 in all; ids rising from 1, below the next id,
-    -- which is at most 2^53 (the one number past 2^53 - 1 a double holds
-    -- exactly).
-    local function decode(value)
-        local _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
-        if not stop then
-            fail('corrupt')
-        end
-        last = B.stored_time(last)
-        next_id = next_id == '9007199254740992' and next_id + 0 or B.stored_count(next_id, 1)
-        if kept.ids[257] then -- a damaged long set's, read last
-            kept = { ids = {}, ends = {}, slots = {}, stops = {} }
-        end
-        local L = kept
-        L.last, L.next_id, L.first = last, next_id, stop + 1
-        local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
-        local count, total, previous, length = 0, 0, 0, #value
-        local position = L.first
-        while true do
-            -- Each field starts with 1 to 9: a leading zero is damage.
-            local id, end_text, n
-            _, stop, id, end_text, n = find(value, '^([1-9]%d*):([1-9]%d*):([1-9]%d*)', position)
-            if not stop then
-                fail('corrupt')
-            end
-            local ends_at = not mode.wide and #id < 16 and #n < 16 and #end_text <= 16 and end_text + 0
-            if ends_at and ends_at < 4503599627370496 then
-                -- The usual lease, read at once: an id and slots below
-                -- 10^15, an end below 2^52 (as stored_count and stored_span
-                -- read them; a plain span is within MAX_SPAN_US). A double
-                -- of 16 digits is below 2^52 only when they are.
-                id, n = id + 0, n == '1' and 1 or n + 0 -- (strtod is slow)
-                total = total + n
-                if id <= previous or total > 9007199254740991 or ends_at <= last then
-                    fail('corrupt')
-                end
-            else
-                id, ends_at, n = B.stored_count(id, 1), B.stored_span(end_text), B.stored_count(n, 1)
-                total = total + n
-                if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
-                    or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
-                    fail('corrupt')
-                end
-            end
-            count = count + 1
-            ids[count], ends[count], slots[count], stops[count] = id, ends_at, n, stop
-            previous = id
-            if stop == length then
-                break
-            elseif byte(value, stop + 1) ~= 44 then -- ','
-                fail('corrupt')
-            end
-            position = stop + 2
-        end
-        if next_id <= previous then
-            fail('corrupt')
-        end
-        L.count = count
-        if count > 256 then
-            kept = { ids = {}, ends = {}, slots = {}, stops = {} }
-        end
-        return L
-    end
-
-    -- Slots held at `now`, milliseconds until every live lease but lease
-    -- `except` has run out, and the index of lease `except` when live.
-    local function at(L, now, except)
-        local held, latest, found = 0, nil, nil
-        if L then
-            local ids, ends, slots, plain = L.ids, L.ends, L.slots, not mode.wide
-            for i = 1, L.count do
-                local ends_at = ends[i]
-                if plain and now < ends_at or not plain and lt(now, ends_at) then
-                    held = held + slots[i]
-                    if ids[i] == except then
-                        found = i
-                    elseif not latest or plain and latest < ends_at or not plain and lt(latest, ends_at) then
-                        latest = ends_at
-                    end
-                end
-            end
-        end
-        return held, latest and ms(minus(latest, now)) or 0, found
-    end
-
-    -- The value after a change at `now`: the leases still live but lease
-    -- `gone`, lease `renewed` ending at `renewed_end`, then `added` (a new
-    -- lease's text). Stretches of leases left as they were are copied from
-    -- the old value.
-    local pieces = {} -- encode's, used again (entries past its `n` are left from before)
-    local function encode(value, L, now, next_id, gone, renewed, renewed_end, added)
-        local n, from = 0, nil
-        if L then
-            local ids, ends, stops, plain = L.ids, L.ends, L.stops, not mode.wide
-            for i = 1, L.count do
-                local start = i == 1 and L.first or stops[i - 1] + 2
-                if (plain and now < ends[i] or not plain and lt(now, ends[i])) and ids[i] ~= gone and ids[i] ~= renewed then
-                    from = from or start
-                else
-                    if from then
-                        n = n + 1
-                        pieces[n] = sub(value, from, start - 2)
-                        from = nil
-                    end
-                    if ids[i] == renewed then
-                        n = n + 1
-                        pieces[n] = plain and format('%d:%d:%d', renewed, renewed_end, L.slots[i])
-                            or format('%d:%s:%d', renewed, B.text(renewed_end), L.slots[i])
-                    end
-                end
-            end
-            if from then
-                n = n + 1
-                pieces[n] = sub(value, from, stops[L.count])
-            end
-        end
-        if added then
-            n = n + 1
-            pieces[n] = added
-        end
-        local head = mode.wide and format('rl1:cc:%s:%s:', B.text(now), B.text(next_id))
-            or format('rl1:cc:%d:%d:', now, next_id)
-        local new = head .. concat(pieces, ',', 1, n)
-        if n > 256 then
-            pieces = {}
-        end
-        return new
-    end
-
-    local function leases(value, now)
-        local L = value and decode(value)
-        if L and lt(now, L.last) then
-            now = L.last
-        end
-        return L, now
-    end
-
-    -- RL.ACQUIRE: `n` slots under a new lease when at most `limit` are then
-    -- held; `n` = 0 (or `look`) only looks.
-    local function take(value, now, limit, lease, n, look)
-        local L
-        L, now = leases(value, now)
-        local held, reset = at(L, now)
-        local remaining = held < limit and limit - held or 0
-        if n > limit then
-            return 0, remaining, -1, reset, 0
-        elseif held > limit - n then
-            -- Wait for the leases that run out first until n fit.
-            local live, ends, slots = {}, L.ends, L.slots
-            for i = 1, L.count do
-                if lt(now, ends[i]) then
-                    live[#live + 1] = i
-                end
-            end
-            sort(live, function(a, b)
-                return lt(ends[a], ends[b])
-            end)
-            local must, freed, retry = held - (limit - n), 0, reset
-            for _, i in ipairs(live) do
-                freed = freed + slots[i]
-                if freed >= must then
-                    retry = ms(minus(ends[i], now))
-                    break
-                end
-            end
-            return 0, remaining, retry, reset, 0
-        end
-        local id = held == 0 and 1 or L.next_id
-        if n > 0 and id > 9007199254740991 then
-            -- Every id was given out: they start again once no lease is left.
-            return 0, remaining, reset, reset, 0
-        elseif n == 0 then
-            return 1, remaining, 0, reset, 0
-        end
-        local ends_at = add(now, lease)
-        local lasts = ms(lease)
-        if lt(reset, lasts) then
-            reset = lasts
-        end
-        if look then
-            return 1, remaining - n, 0, reset, 0 -- a look holds no lease
-        end
-        local added = mode.wide and format('%d:%s:%d', id, B.text(ends_at), n) or format('%d:%d:%d', id, ends_at, n)
-        return 1, remaining - n, 0, reset, id, encode(value, L, now, id + 1, nil, nil, nil, added)
-    end
-
-    -- RL.RELEASE: frees lease `id` when it is still held at `now`. Returns
-    -- released (1 or 0), the slots held, reset_after_ms and the new value.
-    local function release(value, now, id)
-        local L
-        L, now = leases(value, now)
-        local held, others, found = at(L, now, id)
-        if not found then
-            return 0, held, others
-        end
-        return 1, held - L.slots[found], others, encode(value, L, now, L.next_id, id)
-    end
-
-    -- RL.RENEW: makes lease `id`, when still held at `now`, run out at
-    -- `now + lease`.
-    local function renew(value, now, id, lease)
-        local L
-        L, now = leases(value, now)
-        local held, others, found = at(L, now, id)
-        if not found then
-            return 0, held, others
-        end
-        local reset = ms(lease)
-        if lt(reset, others) then
-            reset = others
-        end
-        return 1, held, reset, encode(value, L, now, L.next_id, nil, id, add(now, lease))
-    end
-
-    return {
-        prefix = 'rl1:cc:',
-        parse = parse,
-        take = take,
-        release = release,
-        renew = renew,
-    }
-end
-
--- Commands ------------------------------------------------------------------
--- Each parses its arguments in the module's order (so that a call with
--- several bad ones gets the module's error), reads its keys, decides, and
--- writes once everything is decided. RL.TOKENBUCKET and the other single
--- limits are here; RL.PEEK with RL.REFUND, RL.MULTI, and RL.RELEASE with
--- RL.RENEW in parts of their own after this one, built when called (under
--- EVALSHA a call builds only its own).
-
-local function commands(part, lasting)
-    local B = part('base')
-    local mode = B.mode
-    -- (type, string.upper, tostring, getmetatable and error are read as
-    -- globals: they are on rare paths, and a local taken for them would be
-    -- one more upvalue built on every EVALSHA call.)
-    local pcall = pcall
-    local fail = B.fail
-
-    local function arity(command)
-        return 'ERR wrong number of arguments for \'' .. command .. '\' command'
-    end
-
-    -- A limit's reply: [allowed, remaining, size, retry_after_ms,
-    -- reset_after_ms] and, for a leaky bucket or a concurrency limit, a
-    -- sixth field. A wait past 2^53 - 1 ms (limbs, in a wide call) cannot
-    -- be returned exactly.
-    local function check(retry, reset, sixth)
-        if mode.wide and (type(retry) ~= 'number' or type(reset) ~= 'number' or (sixth and type(sixth) ~= 'number')) then
-            fail('reply_range')
-        end
-    end
-
-    local function fields(size, allowed, remaining, retry, reset, sixth)
-        check(retry, reset, sixth)
-        return { allowed, remaining, size, retry, reset, sixth }
-    end
-
-    -- The commands by name: the part of the algorithm that RL.TOKENBUCKET,
-    -- RL.LEAKYBUCKET, RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and
-    -- RL.ACQUIRE take from (key a b now [n]; the algorithms' parts have
-    -- two-letter names), or the part holding the command.
-    local COMMANDS = {
-        ['RL.TOKENBUCKET'] = 'tb',
-        ['RL.LEAKYBUCKET'] = 'lb',
-        ['RL.FIXEDWINDOW'] = 'fw',
-        ['RL.SLIDINGWINDOW'] = 'sw',
-        ['RL.SLIDINGLOG'] = 'sl',
-        ['RL.ACQUIRE'] = 'cc',
-        ['RL.PEEK'] = 'named',
-        ['RL.REFUND'] = 'named',
-        ['RL.MULTI'] = 'multi',
-        ['RL.RELEASE'] = 'leases',
-        ['RL.RENEW'] = 'leases',
-    }
-
-    -- A limit's `a` and `b` as the algorithm `A` parses them. They repeat
-    -- from call to call: a function library keeps the parse of up to 1000
-    -- pairs an algorithm (past that it starts again), unless wide.
-    local kept, pairs_kept
-    local function limit(A, a, b)
-        local memo = kept and kept[A]
-        local hit = memo and memo[a]
-        hit = hit and hit[b]
-        if hit then
-            return hit[1], hit[2]
-        end
-        local size, per = A.parse(a, b)
-        if lasting and not mode.wide then
-            kept, pairs_kept = kept or {}, pairs_kept or {}
-            if not memo or pairs_kept[A] >= 1000 then
-                memo = {}
-                kept[A], pairs_kept[A] = memo, 0
-            end
-            local by_b = memo[a] or {}
-            memo[a], by_b[b], pairs_kept[A] = by_b, { size, per }, pairs_kept[A] + 1
-        end
-        return size, per
-    end
-
-    local function take(keys, argv, name)
-        if #keys ~= 1 or #argv < 4 then
-            fail(arity(name))
-        end
-        local A = part(COMMANDS[name])
-        local size, per = limit(A, argv[2], argv[3])
-        local now = B.now(argv[4])
-        if #argv > 5 then
-            fail(arity(name))
-        end
-        local n = argv[5] == nil and 1 or B.count(argv[5]) or fail('count')
-        local key = keys[1]
-        local allowed, remaining, retry, reset, sixth, new = A.take(B.read(key, A.prefix), now, size, per, n)
-        local reply = fields(size, allowed, remaining, retry, reset, sixth)
-        if new then
-            B.write(key, new, reset)
-        end
-        return reply
-    end
-
-    -- A call: the command's reply, or its error as an error reply.
-    local function call(keys, argv)
-        B.begin()
-        local name = argv[1] or ''
-        local code = COMMANDS[name]
-        if not code then
-            name = string.upper(name)
-            code = COMMANDS[name]
-        end
-        local command = code and (#code == 2 and take or part(code)[name])
-        if not command then
-            return redis.error_reply('ERR unknown command \'' .. tostring(argv[1]) .. '\' for redis-ratelimit script mode')
-        end
-        local ok, result = pcall(command, keys, argv, name)
-        if ok then
-            return result
-        elseif getmetatable(result) == B.Failure then
-            return redis.error_reply(result.message)
-        end
-        error(result, 0)
-    end
-
-    return {
-        arity = arity,
-        check = check,
-        fields = fields,
-        limit = limit,
-        call = call,
-    }
-end
-
--- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
-
-local function named(part)
-    local B, K = part('base'), part('commands')
-    local fail, arity, fields = B.fail, K.arity, K.fields
-    local N = {}
-
-    local ALGORITHMS = {
-        TOKENBUCKET = 'tb',
-        LEAKYBUCKET = 'lb',
-        FIXEDWINDOW = 'fw',
-        SLIDINGWINDOW = 'sw',
-        SLIDINGLOG = 'sl',
-        CONCURRENCY = 'cc',
-    }
-
-    -- A limit named in the call: its algorithm's part, size and per.
-    -- (string.upper, on a rare path, is read as a global: a local for it
-    -- would be one more upvalue built on every EVALSHA call.)
-    local function limit(name, a, b)
-        local A = part(ALGORITHMS[name] or ALGORITHMS[string.upper(name)] or fail('algorithm'))
-        return A, K.limit(A, a, b)
-    end
-
-    local function count(s)
-        return s == nil and 1 or B.count(s) or fail('count')
-    end
-
-    N.limit, N.count = limit, count
-
-    -- RL.PEEK key ALGORITHM a b now [n]: a take that changes nothing.
-    N['RL.PEEK'] = function(keys, argv)
-        if #keys ~= 1 or #argv < 5 then
-            fail(arity('RL.PEEK'))
-        end
-        local A, size, per = limit(argv[2], argv[3], argv[4])
-        local now = B.now(argv[5])
-        if #argv > 6 then
-            fail(arity('RL.PEEK'))
-        end
-        local n = count(argv[6])
-        return fields(size, A.take(B.read(keys[1], A.prefix), now, size, per, n, true))
-    end
-
-    -- RL.REFUND key ALGORITHM a b now n
-    N['RL.REFUND'] = function(keys, argv)
-        if #keys ~= 1 or #argv ~= 6 then
-            fail(arity('RL.REFUND'))
-        end
-        local A, size, per = limit(argv[2], argv[3], argv[4])
-        local now = B.now(argv[5])
-        local n = count(argv[6])
-        if not A.refund then
-            fail('refund_concurrency') -- a slot comes back by its lease's id
-        end
-        local key = keys[1]
-        local allowed, remaining, retry, reset, sixth, new = A.refund(B.read(key, A.prefix), now, size, per, n)
-        local reply = fields(size, allowed, remaining, retry, reset, sixth)
-        if new then
-            B.write(key, new, reset)
-        end
-        return reply
-    end
-
-    return N
-end
-
--- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
--- every limit decides on what it reads, and only when all of them admit
--- are their writes made.
-
-local function multi(part)
-    local B, K, N = part('base'), part('commands'), part('named')
-    local fail, arity, check, limit, count = B.fail, K.arity, K.check, N.limit, N.count
-
-    -- Whether a key appears twice (a few keys compared pairwise, more
-    -- through a set left empty for the next call).
-    local seen = {}
-    local function repeated(keys, k)
-        local twice = false
-        if k <= 8 then
-            for i = 2, k do
-                for j = 1, i - 1 do
-                    twice = twice or keys[i] == keys[j]
-                end
-            end
-            return twice
-        end
-        for i = 1, k do
-            twice = twice or seen[keys[i]] ~= nil
-            seen[keys[i]] = true
-        end
-        for i = 1, k do
-            seen[keys[i]] = nil
-        end
-        return twice
-    end
-
-    -- The limits' arrays are used again by each call.
-    local limits, sizes, pers, counts, values, news = {}, {}, {}, {}, {}, {}
-    local M = {}
-    M['RL.MULTI'] = function(keys, argv)
-        local k = #keys
-        if 1 + k + #argv < 8 then
-            fail(arity('RL.MULTI'))
-        end
-        -- At most 1000 keys, as the module: a call runs alone on the server.
-        if k == 0 or k > 1000 then
-            fail('numkeys')
-        end
-        if #argv ~= 2 + 4 * k then
-            fail(arity('RL.MULTI'))
-        end
-        for i = 1, k do
-            local at = 4 * i - 1
-            limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
-            counts[i] = count(argv[at + 3])
-        end
-        local now = B.now(argv[2])
-        if repeated(keys, k) then
-            fail('repeated')
-        end
-        for i = 1, k do
-            values[i] = B.read(keys[i], limits[i].prefix)
-        end
-        local reply, allowed = { 1, 0 }, true
-        for i = 1, k do
-            local f = { 0, 0, sizes[i], 0, 0, nil }
-            f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
-            reply[2 + i], allowed = f, allowed and f[1] == 1
-        end
-        local retry = 0
-        for i = 1, k do
-            local f = reply[2 + i]
-            if not allowed and f[1] == 1 then
-                -- Nothing is taken: a limit that would admit reports its
-                -- state as a look (n = 0) does.
-                f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
-            end
-            check(f[4], f[5], f[6])
-            if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
-                retry = f[4]
-            end
-        end
-        for i = 1, k do
-            if allowed and news[i] then
-                B.write(keys[i], news[i], reply[2 + i][5])
-            end
-            values[i], news[i] = nil, nil
-        end
-        if not allowed then
-            reply[1], reply[2] = 0, retry
-        end
-        return reply
-    end
-
-    return M
-end
-
--- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
--- [released or renewed, held, reset_after_ms].
-
-local function leases(part)
-    local B, K = part('base'), part('commands')
-    local fail, arity = B.fail, K.arity
-
-    local function lease_id(s)
-        return B.count(s) or fail('lease_id')
-    end
-
-    local function changed(key, done, held, reset, new)
-        if new then
-            B.write(key, new, reset)
-        end
-        return { done, held, reset }
-    end
-
-    local L = {}
-    L['RL.RELEASE'] = function(keys, argv)
-        if #keys ~= 1 or #argv ~= 3 then
-            fail(arity('RL.RELEASE'))
-        end
-        local id, now = lease_id(argv[2]), B.now(argv[3])
-        return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
-    end
-
-    -- RL.RENEW's lease, its parse kept as a limit's pair is.
-    local LEASE = {
-        parse = function(a)
-            return B.span(a, 1000, 'lease')
-        end,
-    }
-    L['RL.RENEW'] = function(keys, argv)
-        if #keys ~= 1 or #argv ~= 4 then
-            fail(arity('RL.RENEW'))
-        end
-        local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
-        local now = B.now(argv[4])
-        return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
-    end
-
-    return L
-end
-
--- The call ---------------------------------------------------------------------
+-- The call --------------------------------------------------------------------
 -- As a function library (FUNCTION LOAD runs this top level once, seeing no
 -- global but `redis` on Redis 7.0), the parts are built at the first calls
 -- and kept; under EVAL and EVALSHA, redis.register_function is nil and
 -- the call is answered at once, building only the parts it uses.
 
-PARTS = {
-    errors = errors,
-    base = base,
-    wide = wide,
-    tb = token_bucket,
-    lb = leaky_bucket,
-    fw = fixed_window,
-    sw = sliding_window,
-    sl = sliding_log,
-    cc = concurrency,
-    commands = commands,
-    named = named,
-    multi = multi,
-    leases = leases,
-}
-built = {}
 if redis.register_function then
     lasting = true
     redis.register_function {
