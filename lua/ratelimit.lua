@@ -73,6 +73,14 @@ local lasting = false -- whether the parts live on from call to call (FCALL)
 
 local part -- part(name): the part `name`, built on first use (after the parts)
 
+-- The shared helpers, set when the base part is built (`function fail`
+-- there sets the local `fail` here). The other parts reach them as
+-- upvalues of build(), not as fields of a table or copies in locals of
+-- their own: under EVALSHA both of those are made again on every call.
+local fail, Failure, begin, mode, note, add, minus, lt, mod, muldiv, ms, to_text, within
+local parse_count, parse_size, parse_span, window_limit, now_us, read_state, write_state
+local stored_count, stored_span, stored_time, MAX_SPAN_US, MAX_TIME_US
+
 -- The parts -------------------------------------------------------------------
 -- build(name) builds the part `name`: one function, a branch a part, rather
 -- than a function a part: under EVALSHA each of those would be a closure
@@ -113,8 +121,8 @@ local function build(name)
         -- Errors, numbers, arguments, stored fields, the server's clock.
         -- A failure: the module's error `name` (or a message of its own),
         -- unwound with error() and turned into an error reply by the call.
-        local Failure = {}
-        local function fail(name)
+        Failure = {}
+        function fail(name)
             error(setmetatable({ message = part('errors')[name] or name }, Failure), 0)
         end
 
@@ -130,26 +138,26 @@ local function build(name)
         -- Whether the call is wide: `wide` here, `mode.wide` for the other
         -- parts; each call starts plain (the commands part sets it so).
         local wide, W = false, nil
-        local mode = { wide = false }
+        mode = { wide = false }
 
         local function go_wide()
             wide, W, mode.wide = true, W or part('wide'), true
         end
 
-        local function begin()
+        function begin()
             wide, mode.wide = false, false
         end
 
         -- A time-like value as it enters the call: plain, or limbs (which made
         -- the call wide already).
-        local function note(t)
+        function note(t)
             if not wide and t >= 4503599627370496 then -- 2^52
                 go_wide()
             end
             return t
         end
 
-        local function add(a, b)
+        function add(a, b)
             if wide then
                 return W.add(a, b)
             end
@@ -157,21 +165,21 @@ local function build(name)
         end
 
         -- a - b, for a >= b.
-        local function minus(a, b)
+        function minus(a, b)
             if wide then
                 return W.sub(a, b)
             end
             return a - b
         end
 
-        local function lt(a, b)
+        function lt(a, b)
             if wide then
                 return W.cmp(a, b) < 0
             end
             return a < b
         end
 
-        local function mod(a, b)
+        function mod(a, b)
             if wide then
                 local _, r = W.divmod(a, b)
                 return r
@@ -185,7 +193,7 @@ local function build(name)
         -- at most 1, and the remainder, exact from the two products (Dekker's:
         -- each factor split in halves whose products are exact), says which
         -- way. Else in limbs.
-        local function muldiv(a, b, c, plus)
+        function muldiv(a, b, c, plus)
             if not wide then
                 local n = a * b + plus
                 if n < 9007199254740992 then -- 2^53
@@ -227,7 +235,7 @@ local function build(name)
         end
 
         -- ceil(us / 1000): milliseconds, rounded up.
-        local function ms(us)
+        function ms(us)
             if not wide then
                 local r = fmod(us, 1000)
                 return (us - r) / 1000 + (r > 0 and 1 or 0)
@@ -253,15 +261,15 @@ local function build(name)
         end
 
         -- A number in decimal.
-        local function text(x)
+        function to_text(x)
             return wide and W.to_decimal(x) or format('%d', x)
         end
 
         -- Bounds past 2^53 (checked only in a wide call: plain numbers are
         -- within them).
-        local MAX_SPAN_US = '1000000000000000000' -- 10^12 s
-        local MAX_TIME_US = '253402300799999999' -- 9999-12-31T23:59:59.999999Z
-        local function within(x, bound)
+        MAX_SPAN_US = '1000000000000000000' -- 10^12 s
+        MAX_TIME_US = '253402300799999999' -- 9999-12-31T23:59:59.999999Z
+        function within(x, bound)
             return not wide or W.cmp(x, W.from_decimal(bound)) <= 0
         end
 
@@ -271,7 +279,7 @@ local function build(name)
         -- 0 to 2^53 - 1, or nil. (In patterns, %d is 0 to 9 only: Redis and
         -- Valkey leave Lua in the C locale's character classes; [0-9] would
         -- cost more, a class walked for every byte.)
-        local function count(s)
+        function parse_count(s)
             if s == '1' then
                 return 1
             end
@@ -288,8 +296,8 @@ local function build(name)
         end
 
         -- A limit's size (capacity or limit): 1 to 2^53 - 1.
-        local function size(s, message)
-            local n = count(s)
+        function parse_size(s, message)
+            local n = parse_count(s)
             if not n or n < 1 then
                 fail(message)
             end
@@ -328,7 +336,7 @@ local function build(name)
         end
 
         -- A span of time in microseconds: `low` to 10^12 s.
-        local function span(s, low, message)
+        function parse_span(s, low, message)
             local us = micros(s)
             if not us or not within(us, MAX_SPAN_US) or lt(us, low) then
                 fail(message)
@@ -337,8 +345,8 @@ local function build(name)
         end
 
         -- The limit and the window of the windows and the sliding log.
-        local function window_limit(a, b)
-            return size(a, 'limit'), span(b, 1000, 'window')
+        function window_limit(a, b)
+            return parse_size(a, 'limit'), parse_span(b, 1000, 'window')
         end
 
         -- Unix microseconds now: `*`, the server's clock, or a decimal.
@@ -346,7 +354,7 @@ local function build(name)
         -- set to replicate scripts verbatim, so a script asks for effects;
         -- functions always replicate effects, and skip the call.
         local replicate = not lasting and redis.replicate_commands
-        local function now(s)
+        function now_us(s)
             if s == '*' then
                 if replicate then
                     replicate()
@@ -366,7 +374,7 @@ local function build(name)
         -- The value of `key` when it holds a state of the algorithm whose
         -- values start with `prefix` (`rl1:tb:`...: the state's fields from
         -- byte 8 on); nil for a missing key.
-        local function read(key, prefix)
+        function read_state(key, prefix)
             local value = redis.pcall('GET', key)
             if not value then
                 return nil
@@ -384,7 +392,7 @@ local function build(name)
         -- The new state, expiring when the limiter is fresh again; no key
         -- when it is fresh already. (PX in decimal: Redis would write a number
         -- argument with %.17g, a slower printf.)
-        local function write(key, value, reset_ms)
+        function write_state(key, value, reset_ms)
             if reset_ms == 0 then
                 redis.call('DEL', key)
             else
@@ -394,7 +402,7 @@ local function build(name)
 
         -- A stored count: digits with no leading zero, `low` (0 or 1) to
         -- 2^53 - 1.
-        local function stored_count(s, low)
+        function stored_count(s, low)
             local n = s and #s or 17
             if n > 16 or (n > 1 and byte(s) == 48) or (n == 16 and s > '9007199254740991') then
                 fail('corrupt')
@@ -407,7 +415,7 @@ local function build(name)
         end
 
         -- A stored time or span: digits with no leading zero.
-        local function stored_span(s)
+        function stored_span(s)
             if not s or (byte(s) == 48 and #s > 1) then
                 fail('corrupt')
             end
@@ -415,7 +423,7 @@ local function build(name)
         end
 
         -- A stored time: up to the end of 9999.
-        local function stored_time(s)
+        function stored_time(s)
             local n = s and #s or 0
             if n > 0 and (n < 16 or (n == 16 and s < '4503599627370496')) and (n == 1 or byte(s) ~= 48) then
                 return s + 0 -- below 2^52, the usual case, at once
@@ -424,33 +432,7 @@ local function build(name)
             return within(t, MAX_TIME_US) and t or fail('corrupt')
         end
 
-        return {
-            begin = begin,
-            mode = mode,
-            ms = ms,
-            text = text,
-            size = size,
-            span = span,
-            window_limit = window_limit,
-            now = now,
-            read = read,
-            write = write,
-            stored_count = stored_count,
-            stored_time = stored_time,
-            Failure = Failure,
-            fail = fail,
-            note = note,
-            add = add,
-            minus = minus,
-            lt = lt,
-            mod = mod,
-            muldiv = muldiv,
-            count = count,
-            stored_span = stored_span,
-            within = within,
-            MAX_SPAN_US = MAX_SPAN_US,
-            MAX_TIME_US = MAX_TIME_US,
-        }
+        return true
     elseif name == 'wide' then
         -- The wide part: limbs ------------------------------------------------
         -- Numbers from 2^53 on, as arrays of base-10^7 limbs, least significant
@@ -651,15 +633,13 @@ local function build(name)
         -- An amount of pico-units is kept as whole units and a fraction below
         -- 10^12 pico-units: two plain numbers, the units never past 2^53 - 1. The
         -- leaky bucket shares the limit, the value, the flow and the timing.
-        local B = part('base')
-        local mode = B.mode
-        local fail, minus, lt, muldiv = B.fail, B.minus, B.lt, B.muldiv
+        part('base')
         local PICO = 1000000000000
 
         -- capacity, and rate in pico-units per microsecond.
         local function parse(a, b)
-            local capacity = B.size(a, 'capacity')
-            local rate = B.span(b, 1, 'rate')
+            local capacity = parse_size(a, 'capacity')
+            local rate = parse_span(b, 1, 'rate')
             -- capacity / rate at most 10^12 s: rate >= capacity / 10^6.
             local r = fmod(capacity, 1000000)
             if lt(rate, (capacity - r) / 1000000 + (r > 0 and 1 or 0)) then
@@ -682,13 +662,13 @@ local function build(name)
             if units > 9007199254740991 or (units == 9007199254740991 and pico > 0) then
                 fail('corrupt')
             end
-            return units, pico, B.stored_time(sub(value, colon + 1))
+            return units, pico, stored_time(sub(value, colon + 1))
         end
 
         -- `<prefix><pico-units>:<now>`, in one format() while `now` is plain.
         local function encode(prefix, units, pico, now)
             local wide = mode.wide
-            now = wide and B.text(now) or now
+            now = wide and to_text(now) or now
             if units == 0 then
                 return format(wide and '%s%d:%s' or '%s%d:%d', prefix, pico, now)
             end
@@ -719,7 +699,7 @@ local function build(name)
             local r = fmod(pico, 1000)
             local q
             q, r = muldiv(units, 1000000000, rate, (pico - r) / 1000 + (r > 0 and 1 or 0))
-            return r ~= 0 and B.add(q, 1) or q
+            return r ~= 0 and add(q, 1) or q
         end
 
         -- The tokens at `now` (never before the last update): the stored ones
@@ -793,8 +773,8 @@ local function build(name)
         -- Leaky bucket (src/algorithms/leaky_bucket.rs) -----------------------
         -- The queue's level, kept as the token bucket keeps its tokens; the sixth
         -- field of a reply is delay_ms.
-        local B, T = part('base'), part('tb')
-        local fail, lt, ms_for = B.fail, B.lt, T.ms_for
+        local T = part('tb')
+        local ms_for = T.ms_for
         local PICO = 1000000000000
 
         -- The level at `now` (never before the last update), drained since;
@@ -870,9 +850,7 @@ local function build(name)
         -- Fixed window (src/algorithms/fixed_window.rs) -----------------------
         -- Windows aligned to the Unix epoch: the window holding t ends
         -- w - t mod w microseconds after t.
-        local B = part('base')
-        local mode = B.mode
-        local minus, lt, mod, ms = B.minus, B.lt, B.mod, B.ms
+        part('base')
 
         -- The time (never before the last update) and the units counted in
         -- its window.
@@ -881,7 +859,7 @@ local function build(name)
                 return now, 0
             end
             local _, _, last, count = find(value, '^(%d+):(%d+)$', 8)
-            last, count = B.stored_time(last), B.stored_count(count, 1)
+            last, count = stored_time(last), stored_count(count, 1)
             if lt(now, last) then
                 now = last
             end
@@ -898,7 +876,7 @@ local function build(name)
 
         local function encode(now, count)
             if mode.wide then
-                return format('rl1:fw:%s:%d', B.text(now), count)
+                return format('rl1:fw:%s:%d', to_text(now), count)
             end
             return format('rl1:fw:%d:%d', now, count)
         end
@@ -935,7 +913,7 @@ local function build(name)
 
         return {
             prefix = 'rl1:fw:',
-            parse = B.window_limit,
+            parse = window_limit,
             take = take,
             refund = refund,
         }
@@ -945,9 +923,7 @@ local function build(name)
         -- end of the current window. In whole units: the previous window's weight
         -- is previous * left / w rounded up, and estimate > limit exactly when
         -- weight + current > limit.
-        local B = part('base')
-        local mode = B.mode
-        local minus, add, lt, mod, ms, muldiv = B.minus, B.add, B.lt, B.mod, B.ms, B.muldiv
+        part('base')
 
         -- The time (never before the last update) and the counts as seen
         -- from it: rolled forward by the windows that began since.
@@ -956,10 +932,10 @@ local function build(name)
                 return now, 0, 0
             end
             local _, _, last, previous, current = find(value, '^(%d+):(%d+):(%d+)$', 8)
-            last = B.stored_time(last)
-            previous, current = B.stored_count(previous, 0), B.stored_count(current, 0)
+            last = stored_time(last)
+            previous, current = stored_count(previous, 0), stored_count(current, 0)
             if previous + current == 0 then
-                B.fail('corrupt')
+                fail('corrupt')
             end
             if lt(now, last) then
                 now = last
@@ -998,7 +974,7 @@ local function build(name)
 
         local function encode(now, previous, current)
             if mode.wide then
-                return format('rl1:sw:%s:%d:%d', B.text(now), previous, current)
+                return format('rl1:sw:%s:%d:%d', to_text(now), previous, current)
             end
             return format('rl1:sw:%d:%d:%d', now, previous, current)
         end
@@ -1062,7 +1038,7 @@ local function build(name)
         end
 
         return {
-            prefix = 'rl1:sw:', parse = B.window_limit,
+            prefix = 'rl1:sw:', parse = window_limit,
             take = take,
             refund = refund,
         }
@@ -1071,9 +1047,7 @@ local function build(name)
         -- The runs of a log, oldest first: `times` (absolute), `counts`, and
         -- `ends`, where each run's text ends in the stored value, so that the runs
         -- a call keeps are copied from there as they are.
-        local B = part('base')
-        local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
-        local mode = B.mode
+        part('base')
 
         -- The runs of a stored log, and the units in all of them, in arrays
         -- used again by the next call (a call reads its logs one at a time;
@@ -1091,7 +1065,7 @@ local function build(name)
                 -- step may be 0.
                 local _, stop, step, count = find(value, '^(%d+):([1-9]%d*)', position)
                 if not stop then
-                    B.fail('corrupt')
+                    fail('corrupt')
                 end
                 local s = #step
                 local plain = not mode.wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
@@ -1101,18 +1075,18 @@ local function build(name)
                     -- The time is below 2^53, within MAX_TIME_US.
                     at, count = at + plain, count == '1' and 1 or count + 0 -- (strtod is slow)
                     if at >= 4503599627370496 then -- 2^52: the call is wide from here
-                        B.note(at)
+                        note(at)
                     end
                     total = total + count
                     if total > 9007199254740991 then
-                        B.fail('corrupt')
+                        fail('corrupt')
                     end
                 else
-                    at = add(at, B.stored_span(step))
-                    count = B.stored_count(count, 1)
+                    at = add(at, stored_span(step))
+                    count = stored_count(count, 1)
                     total = total + count
-                    if total > 9007199254740991 or not B.within(at, B.MAX_TIME_US) then
-                        B.fail('corrupt')
+                    if total > 9007199254740991 or not within(at, MAX_TIME_US) then
+                        fail('corrupt')
                     end
                 end
                 runs = runs + 1
@@ -1123,7 +1097,7 @@ local function build(name)
                     end
                     return times, counts, ends, runs, total
                 elseif byte(value, stop + 1) ~= 44 then -- ','
-                    B.fail('corrupt')
+                    fail('corrupt')
                 end
                 position = stop + 2
             end
@@ -1194,12 +1168,12 @@ local function build(name)
             -- the new one (in one format() while the times are plain).
             local new
             if first > runs then
-                new = format('rl1:sl:%s:%d', B.text(now), n)
+                new = format('rl1:sl:%s:%d', to_text(now), n)
             elseif not mode.wide then
                 new = format('rl1:sl:%d:%d%s,%d:%d', times[first], counts[first], sub(value, ends[first] + 1), now - times[runs], n)
             else
-                new = format('rl1:sl:%s:%d', B.text(times[first]), counts[first]) .. sub(value, ends[first] + 1)
-                    .. format(',%s:%d', B.text(minus(now, times[runs])), n)
+                new = format('rl1:sl:%s:%d', to_text(times[first]), counts[first]) .. sub(value, ends[first] + 1)
+                    .. format(',%s:%d', to_text(minus(now, times[runs])), n)
             end
             return 1, remaining - n, 0, ms(w), nil, new
         end
@@ -1225,16 +1199,16 @@ local function build(name)
             if n == 0 then
                 return 1, room, 0, reset
             end
-            local new = format('rl1:sl:%s:%d', B.text(times[first]), first == last and last_count or counts[first])
+            local new = format('rl1:sl:%s:%d', to_text(times[first]), first == last and last_count or counts[first])
             if last > first then
                 new = new .. sub(value, ends[first] + 1, ends[last - 1])
-                    .. format(',%s:%d', B.text(minus(times[last], times[last - 1])), last_count)
+                    .. format(',%s:%d', to_text(minus(times[last], times[last - 1])), last_count)
             end
             return 1, room, 0, reset, nil, new
         end
 
         return {
-            prefix = 'rl1:sl:', parse = B.window_limit,
+            prefix = 'rl1:sl:', parse = window_limit,
             take = take,
             refund = refund,
         }
@@ -1246,14 +1220,12 @@ local function build(name)
         -- the stored value. A lease that ends at E holds its slots while t < E.
         -- No lease left is no key: ids start again at 1. The sixth field of a
         -- reply is the new lease's id (0: none taken).
-        local B = part('base')
+        part('base')
         local concat, sort, ipairs = table.concat, table.sort, ipairs
-        local minus, add, lt, ms = B.minus, B.add, B.lt, B.ms
-        local fail, mode = B.fail, B.mode
 
         -- The limit and the lease.
         local function parse(a, b)
-            return B.size(a, 'limit'), B.span(b, 1000, 'lease')
+            return parse_size(a, 'limit'), parse_span(b, 1000, 'lease')
         end
 
         -- The leases decode reads, in a table and arrays used again by the
@@ -1271,8 +1243,8 @@ local function build(name)
             if not stop then
                 fail('corrupt')
             end
-            last = B.stored_time(last)
-            next_id = next_id == '9007199254740992' and next_id + 0 or B.stored_count(next_id, 1)
+            last = stored_time(last)
+            next_id = next_id == '9007199254740992' and next_id + 0 or stored_count(next_id, 1)
             if kept.ids[257] then -- a damaged long set's, read last
                 kept = { ids = {}, ends = {}, slots = {}, stops = {} }
             end
@@ -1300,10 +1272,10 @@ local function build(name)
                         fail('corrupt')
                     end
                 else
-                    id, ends_at, n = B.stored_count(id, 1), B.stored_span(end_text), B.stored_count(n, 1)
+                    id, ends_at, n = stored_count(id, 1), stored_span(end_text), stored_count(n, 1)
                     total = total + n
                     if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
-                        or not B.within(minus(ends_at, last), B.MAX_SPAN_US) then
+                        or not within(minus(ends_at, last), MAX_SPAN_US) then
                         fail('corrupt')
                     end
                 end
@@ -1370,7 +1342,7 @@ local function build(name)
                         if ids[i] == renewed then
                             n = n + 1
                             pieces[n] = plain and format('%d:%d:%d', renewed, renewed_end, L.slots[i])
-                                or format('%d:%s:%d', renewed, B.text(renewed_end), L.slots[i])
+                                or format('%d:%s:%d', renewed, to_text(renewed_end), L.slots[i])
                         end
                     end
                 end
@@ -1383,7 +1355,7 @@ local function build(name)
                 n = n + 1
                 pieces[n] = added
             end
-            local head = mode.wide and format('rl1:cc:%s:%s:', B.text(now), B.text(next_id))
+            local head = mode.wide and format('rl1:cc:%s:%s:', to_text(now), to_text(next_id))
                 or format('rl1:cc:%d:%d:', now, next_id)
             local new = head .. concat(pieces, ',', 1, n)
             if n > 256 then
@@ -1445,7 +1417,7 @@ local function build(name)
             if look then
                 return 1, remaining - n, 0, reset, 0 -- a look holds no lease
             end
-            local added = mode.wide and format('%d:%s:%d', id, B.text(ends_at), n) or format('%d:%d:%d', id, ends_at, n)
+            local added = mode.wide and format('%d:%s:%d', id, to_text(ends_at), n) or format('%d:%d:%d', id, ends_at, n)
             return 1, remaining - n, 0, reset, id, encode(value, L, now, id + 1, nil, nil, nil, added)
         end
 
@@ -1492,13 +1464,11 @@ local function build(name)
         -- limits are here; RL.PEEK with RL.REFUND, RL.MULTI, and RL.RELEASE with
         -- RL.RENEW in parts of their own after this one, built when called (under
         -- EVALSHA a call builds only its own).
-        local B = part('base')
-        local mode = B.mode
+        part('base')
         -- (type, string.upper, tostring, getmetatable and error are read as
         -- globals: they are on rare paths, and a local taken for them would be
         -- one more upvalue built on every EVALSHA call.)
         local pcall = pcall
-        local fail = B.fail
 
         local function arity(command)
             return 'ERR wrong number of arguments for \'' .. command .. '\' command'
@@ -1567,23 +1537,23 @@ local function build(name)
             end
             local A = part(COMMANDS[name])
             local size, per = limit(A, argv[2], argv[3])
-            local now = B.now(argv[4])
+            local now = now_us(argv[4])
             if #argv > 5 then
                 fail(arity(name))
             end
-            local n = argv[5] == nil and 1 or B.count(argv[5]) or fail('count')
+            local n = argv[5] == nil and 1 or parse_count(argv[5]) or fail('count')
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.take(B.read(key, A.prefix), now, size, per, n)
+            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A.prefix), now, size, per, n)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
-                B.write(key, new, reset)
+                write_state(key, new, reset)
             end
             return reply
         end
 
         -- A call: the command's reply, or its error as an error reply.
         local function call(keys, argv)
-            B.begin()
+            begin()
             local name = argv[1] or ''
             local code = COMMANDS[name]
             if not code then
@@ -1597,7 +1567,7 @@ local function build(name)
             local ok, result = pcall(command, keys, argv, name)
             if ok then
                 return result
-            elseif getmetatable(result) == B.Failure then
+            elseif getmetatable(result) == Failure then
                 return redis.error_reply(result.message)
             end
             error(result, 0)
@@ -1612,8 +1582,8 @@ local function build(name)
         }
     elseif name == 'named' then
         -- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
-        local B, K = part('base'), part('commands')
-        local fail, arity, fields = B.fail, K.arity, K.fields
+        local K = part('commands')
+        local arity, fields = K.arity, K.fields
         local N = {}
 
         local ALGORITHMS = {
@@ -1634,7 +1604,7 @@ local function build(name)
         end
 
         local function count(s)
-            return s == nil and 1 or B.count(s) or fail('count')
+            return s == nil and 1 or parse_count(s) or fail('count')
         end
 
         N.limit, N.count = limit, count
@@ -1645,12 +1615,12 @@ local function build(name)
                 fail(arity('RL.PEEK'))
             end
             local A, size, per = limit(argv[2], argv[3], argv[4])
-            local now = B.now(argv[5])
+            local now = now_us(argv[5])
             if #argv > 6 then
                 fail(arity('RL.PEEK'))
             end
             local n = count(argv[6])
-            return fields(size, A.take(B.read(keys[1], A.prefix), now, size, per, n, true))
+            return fields(size, A.take(read_state(keys[1], A.prefix), now, size, per, n, true))
         end
 
         -- RL.REFUND key ALGORITHM a b now n
@@ -1659,16 +1629,16 @@ local function build(name)
                 fail(arity('RL.REFUND'))
             end
             local A, size, per = limit(argv[2], argv[3], argv[4])
-            local now = B.now(argv[5])
+            local now = now_us(argv[5])
             local n = count(argv[6])
             if not A.refund then
                 fail('refund_concurrency') -- a slot comes back by its lease's id
             end
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.refund(B.read(key, A.prefix), now, size, per, n)
+            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A.prefix), now, size, per, n)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
-                B.write(key, new, reset)
+                write_state(key, new, reset)
             end
             return reply
         end
@@ -1678,8 +1648,8 @@ local function build(name)
         -- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
         -- every limit decides on what it reads, and only when all of them admit
         -- are their writes made.
-        local B, K, N = part('base'), part('commands'), part('named')
-        local fail, arity, check, limit, count = B.fail, K.arity, K.check, N.limit, N.count
+        local K, N = part('commands'), part('named')
+        local arity, check, limit, count = K.arity, K.check, N.limit, N.count
 
         -- Whether a key appears twice (a few keys compared pairwise, more
         -- through a set left empty for the next call).
@@ -1724,12 +1694,12 @@ local function build(name)
                 limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
                 counts[i] = count(argv[at + 3])
             end
-            local now = B.now(argv[2])
+            local now = now_us(argv[2])
             if repeated(keys, k) then
                 fail('repeated')
             end
             for i = 1, k do
-                values[i] = B.read(keys[i], limits[i].prefix)
+                values[i] = read_state(keys[i], limits[i].prefix)
             end
             local reply, allowed = { 1, 0 }, true
             for i = 1, k do
@@ -1752,7 +1722,7 @@ local function build(name)
             end
             for i = 1, k do
                 if allowed and news[i] then
-                    B.write(keys[i], news[i], reply[2 + i][5])
+                    write_state(keys[i], news[i], reply[2 + i][5])
                 end
                 values[i], news[i] = nil, nil
             end
@@ -1766,16 +1736,16 @@ local function build(name)
     elseif name == 'leases' then
         -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
         -- [released or renewed, held, reset_after_ms].
-        local B, K = part('base'), part('commands')
-        local fail, arity = B.fail, K.arity
+        local K = part('commands')
+        local arity = K.arity
 
         local function lease_id(s)
-            return B.count(s) or fail('lease_id')
+            return parse_count(s) or fail('lease_id')
         end
 
         local function changed(key, done, held, reset, new)
             if new then
-                B.write(key, new, reset)
+                write_state(key, new, reset)
             end
             return { done, held, reset }
         end
@@ -1785,14 +1755,14 @@ local function build(name)
             if #keys ~= 1 or #argv ~= 3 then
                 fail(arity('RL.RELEASE'))
             end
-            local id, now = lease_id(argv[2]), B.now(argv[3])
-            return changed(keys[1], part('cc').release(B.read(keys[1], 'rl1:cc:'), now, id))
+            local id, now = lease_id(argv[2]), now_us(argv[3])
+            return changed(keys[1], part('cc').release(read_state(keys[1], 'rl1:cc:'), now, id))
         end
 
         -- RL.RENEW's lease, its parse kept as a limit's pair is.
         local LEASE = {
             parse = function(a)
-                return B.span(a, 1000, 'lease')
+                return parse_span(a, 1000, 'lease')
             end,
         }
         L['RL.RENEW'] = function(keys, argv)
@@ -1800,8 +1770,8 @@ local function build(name)
                 fail(arity('RL.RENEW'))
             end
             local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
-            local now = B.now(argv[4])
-            return changed(keys[1], part('cc').renew(B.read(keys[1], 'rl1:cc:'), now, id, lease))
+            local now = now_us(argv[4])
+            return changed(keys[1], part('cc').renew(read_state(keys[1], 'rl1:cc:'), now, id, lease))
         end
 
         return L

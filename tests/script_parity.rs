@@ -847,11 +847,12 @@ fn exact_products_in_doubles_agree_with_u128() {
     let library = format!(
         "#!lua name=muldiv_check\n{parts}\n{}",
         r#"redis.register_function('muldiv_check', function(keys, args)
-            local B, out = part('base'), {}
+            local out = {}
+            part('base')
             for i = 1, #args, 4 do
-                B.begin()
-                local q, r = B.muldiv(tonumber(args[i]), tonumber(args[i + 1]), tonumber(args[i + 2]), tonumber(args[i + 3]))
-                out[#out + 1] = B.text(q) .. ' ' .. B.text(r)
+                begin()
+                local q, r = muldiv(tonumber(args[i]), tonumber(args[i + 1]), tonumber(args[i + 2]), tonumber(args[i + 3]))
+                out[#out + 1] = to_text(q) .. ' ' .. to_text(r)
             end
             return out
         end)"#
