@@ -80,6 +80,8 @@ local part -- part(name): the part `name`, built on first use (after the parts)
 local fail, Failure, begin, mode, note, add, minus, lt, mod, muldiv, ms, to_text, within
 local parse_count, parse_size, parse_span, window_limit, now_us, read_state, write_state
 local stored_count, stored_span, stored_time, MAX_SPAN_US, MAX_TIME_US
+-- And the commands part's and the named part's, set the same way.
+local arity, check, fields, parse_limit, call, named_limit, count_or_one
 
 -- The parts -------------------------------------------------------------------
 -- build(name) builds the part `name`: one function, a branch a part, rather
@@ -1470,7 +1472,7 @@ local function build(name)
         -- one more upvalue built on every EVALSHA call.)
         local pcall = pcall
 
-        local function arity(command)
+        function arity(command)
             return 'ERR wrong number of arguments for \'' .. command .. '\' command'
         end
 
@@ -1478,13 +1480,13 @@ local function build(name)
         -- reset_after_ms] and, for a leaky bucket or a concurrency limit, a
         -- sixth field. A wait past 2^53 - 1 ms (limbs, in a wide call) cannot
         -- be returned exactly.
-        local function check(retry, reset, sixth)
+        function check(retry, reset, sixth)
             if mode.wide and (type(retry) ~= 'number' or type(reset) ~= 'number' or (sixth and type(sixth) ~= 'number')) then
                 fail('reply_range')
             end
         end
 
-        local function fields(size, allowed, remaining, retry, reset, sixth)
+        function fields(size, allowed, remaining, retry, reset, sixth)
             check(retry, reset, sixth)
             return { allowed, remaining, size, retry, reset, sixth }
         end
@@ -1511,7 +1513,7 @@ local function build(name)
         -- from call to call: a function library keeps the parse of up to 1000
         -- pairs an algorithm (past that it starts again), unless wide.
         local kept, pairs_kept
-        local function limit(A, a, b)
+        function parse_limit(A, a, b)
             local memo = kept and kept[A]
             local hit = memo and memo[a]
             hit = hit and hit[b]
@@ -1536,7 +1538,7 @@ local function build(name)
                 fail(arity(name))
             end
             local A = part(COMMANDS[name])
-            local size, per = limit(A, argv[2], argv[3])
+            local size, per = parse_limit(A, argv[2], argv[3])
             local now = now_us(argv[4])
             if #argv > 5 then
                 fail(arity(name))
@@ -1552,7 +1554,7 @@ local function build(name)
         end
 
         -- A call: the command's reply, or its error as an error reply.
-        local function call(keys, argv)
+        function call(keys, argv)
             begin()
             local name = argv[1] or ''
             local code = COMMANDS[name]
@@ -1573,17 +1575,10 @@ local function build(name)
             error(result, 0)
         end
 
-        return {
-            arity = arity,
-            check = check,
-            fields = fields,
-            limit = limit,
-            call = call,
-        }
+        return true
     elseif name == 'named' then
         -- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
-        local K = part('commands')
-        local arity, fields = K.arity, K.fields
+        part('commands')
         local N = {}
 
         local ALGORITHMS = {
@@ -1598,28 +1593,26 @@ local function build(name)
         -- A limit named in the call: its algorithm's part, size and per.
         -- (string.upper, on a rare path, is read as a global: a local for it
         -- would be one more upvalue built on every EVALSHA call.)
-        local function limit(name, a, b)
+        function named_limit(name, a, b)
             local A = part(ALGORITHMS[name] or ALGORITHMS[string.upper(name)] or fail('algorithm'))
-            return A, K.limit(A, a, b)
+            return A, parse_limit(A, a, b)
         end
 
-        local function count(s)
+        function count_or_one(s)
             return s == nil and 1 or parse_count(s) or fail('count')
         end
-
-        N.limit, N.count = limit, count
 
         -- RL.PEEK key ALGORITHM a b now [n]: a take that changes nothing.
         N['RL.PEEK'] = function(keys, argv)
             if #keys ~= 1 or #argv < 5 then
                 fail(arity('RL.PEEK'))
             end
-            local A, size, per = limit(argv[2], argv[3], argv[4])
+            local A, size, per = named_limit(argv[2], argv[3], argv[4])
             local now = now_us(argv[5])
             if #argv > 6 then
                 fail(arity('RL.PEEK'))
             end
-            local n = count(argv[6])
+            local n = count_or_one(argv[6])
             return fields(size, A.take(read_state(keys[1], A.prefix), now, size, per, n, true))
         end
 
@@ -1628,9 +1621,9 @@ local function build(name)
             if #keys ~= 1 or #argv ~= 6 then
                 fail(arity('RL.REFUND'))
             end
-            local A, size, per = limit(argv[2], argv[3], argv[4])
+            local A, size, per = named_limit(argv[2], argv[3], argv[4])
             local now = now_us(argv[5])
-            local n = count(argv[6])
+            local n = count_or_one(argv[6])
             if not A.refund then
                 fail('refund_concurrency') -- a slot comes back by its lease's id
             end
@@ -1648,8 +1641,7 @@ local function build(name)
         -- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
         -- every limit decides on what it reads, and only when all of them admit
         -- are their writes made.
-        local K, N = part('commands'), part('named')
-        local arity, check, limit, count = K.arity, K.check, N.limit, N.count
+        part('named')
 
         -- Whether a key appears twice (a few keys compared pairwise, more
         -- through a set left empty for the next call).
@@ -1691,8 +1683,8 @@ local function build(name)
             end
             for i = 1, k do
                 local at = 4 * i - 1
-                limits[i], sizes[i], pers[i] = limit(argv[at], argv[at + 1], argv[at + 2])
-                counts[i] = count(argv[at + 3])
+                limits[i], sizes[i], pers[i] = named_limit(argv[at], argv[at + 1], argv[at + 2])
+                counts[i] = count_or_one(argv[at + 3])
             end
             local now = now_us(argv[2])
             if repeated(keys, k) then
@@ -1736,8 +1728,7 @@ local function build(name)
     elseif name == 'leases' then
         -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
         -- [released or renewed, held, reset_after_ms].
-        local K = part('commands')
-        local arity = K.arity
+        part('commands')
 
         local function lease_id(s)
             return parse_count(s) or fail('lease_id')
@@ -1769,7 +1760,7 @@ local function build(name)
             if #keys ~= 1 or #argv ~= 4 then
                 fail(arity('RL.RENEW'))
             end
-            local id, lease = lease_id(argv[2]), K.limit(LEASE, argv[3], '')
+            local id, lease = lease_id(argv[2]), parse_limit(LEASE, argv[3], '')
             local now = now_us(argv[4])
             return changed(keys[1], part('cc').renew(read_state(keys[1], 'rl1:cc:'), now, id, lease))
         end
@@ -1804,9 +1795,13 @@ if redis.register_function then
     redis.register_function {
         function_name = RATELIMIT_FUNCTION,
         callback = function(keys, args)
-            return part('commands').call(keys, args)
+            if not call then
+                part('commands')
+            end
+            return call(keys, args)
         end,
     }
     return
 end
-return part('commands').call(KEYS, ARGV)
+part('commands')
+return call(KEYS, ARGV)
