@@ -1235,12 +1235,24 @@ local function build(name)
         -- are left from before). Those of a key holding many are let go.
         local kept = { ids = {}, ends = {}, slots = {}, stops = {} }
 
+        -- The leases of the value this library last wrote to a key, by key: a
+        -- value read back as it was written (the entry's `value`) needs no
+        -- reading. Kept by a function library (FCALL), for sets of up to 256
+        -- leases, each counting its leases and 8 more (its tables) towards a
+        -- size of at most 32,768 (a few MB of Lua memory; past that it starts
+        -- again). Each entry is what decode would read from its value.
+        local written, written_size = lasting and {}, 0
+
         -- Only what a command could have stored: at least one lease, each live
         -- at the last update and for at most the longest lease after it, of at
         -- least 1 slot, 2^53 - 1 in all; ids rising from 1, below the next id,
         -- which is at most 2^53 (the one number past 2^53 - 1 a double holds
         -- exactly).
-        local function decode(value)
+        local function decode(value, key)
+            local L = written and key and written[key]
+            if L and L.value == value then
+                return L
+            end
             local _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
             if not stop then
                 fail('corrupt')
@@ -1250,8 +1262,8 @@ local function build(name)
             if kept.ids[257] then -- a damaged long set's, read last
                 kept = { ids = {}, ends = {}, slots = {}, stops = {} }
             end
-            local L = kept
-            L.last, L.next_id, L.first = last, next_id, stop + 1
+            L = kept
+            L.last, L.next_id, L.first, L.first_end = last, next_id, stop + 1, nil
             local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
             local count, total, previous, length = 0, 0, 0, #value
             local position = L.first
@@ -1304,6 +1316,10 @@ local function build(name)
         -- Slots held at `now`, milliseconds until every live lease but lease
         -- `except` has run out, and the index of lease `except` when live.
         local function at(L, now, except)
+            if L and L.first_end and not except and not mode.wide and now < L.first_end then
+                -- Every lease live, in a set kept in `written`: its sums.
+                return L.held, ms(L.last_end - now)
+            end
             local held, latest, found = 0, nil, nil
             if L then
                 local ids, ends, slots, plain = L.ids, L.ends, L.slots, not mode.wide
@@ -1323,51 +1339,108 @@ local function build(name)
         end
 
         -- The value after a change at `now`: the leases still live but lease
-        -- `gone`, lease `renewed` ending at `renewed_end`, then `added` (a new
-        -- lease's text). Stretches of leases left as they were are copied from
-        -- the old value.
+        -- `gone`, lease `renewed` ending at `renewed_end`, then a new lease
+        -- (`added_id`, ending at `added_end`, holding `added_slots`).
+        -- Stretches of leases left as they were are copied from the old value.
+        -- A function library keeps the new value's leases in `written[key]`,
+        -- N: L itself, each lease moved to its place in the new value as the
+        -- loop passes it (at or before where it was), or new arrays for a key
+        -- that held none; with their sums (slots held, the first and the last
+        -- end), so that the next call finding every lease live reads none.
         local pieces = {} -- encode's, used again (entries past its `n` are left from before)
-        local function encode(value, L, now, next_id, gone, renewed, renewed_end, added)
+        local function encode(key, value, L, now, next_id, gone, renewed, renewed_end, added_id, added_end, added_slots)
+            local plain = not mode.wide
+            local head = plain and format('rl1:cc:%d:%d:', now, next_id)
+                or format('rl1:cc:%s:%s:', to_text(now), to_text(next_id))
+            local old = written and key and written[key]
+            if old then
+                written[key], written_size = nil, written_size - old.count - 8
+            end
+            local N = lasting and plain and key and (L or { ids = {}, ends = {}, slots = {}, stops = {} })
+            -- The new value's pieces; its leases, where the last one ends, and
+            -- N's sums.
             local n, from = 0, nil
-            if L then
-                local ids, ends, stops, plain = L.ids, L.ends, L.stops, not mode.wide
+            local count, stop, held, first_end, last_end = 0, #head - 1, 0, nil, nil
+            if N and L and L.first_end and not gone and not renewed and now < L.first_end then
+                -- Every lease live and kept: copied whole, and L's arrays as
+                -- they are, their ends moved by the change of the head's length.
+                count, held, first_end, last_end = L.count, L.held, L.first_end, L.last_end
+                local stops, shift = L.stops, #head + 1 - L.first
+                if shift ~= 0 then
+                    for i = 1, count do
+                        stops[i] = stops[i] + shift
+                    end
+                end
+                n, pieces[1], stop = 1, sub(value, L.first), stops[count]
+            elseif L then
+                local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
+                local previous = L.first - 2 -- (where the lease before ends in the old value)
                 for i = 1, L.count do
-                    local start = i == 1 and L.first or stops[i - 1] + 2
-                    if (plain and now < ends[i] or not plain and lt(now, ends[i])) and ids[i] ~= gone and ids[i] ~= renewed then
+                    local start, id, ends_at, taken = previous + 2, ids[i], ends[i], slots[i]
+                    previous = stops[i]
+                    local length -- of its text in the new value, for N
+                    if (plain and now < ends_at or not plain and lt(now, ends_at)) and id ~= gone and id ~= renewed then
                         from = from or start
+                        length = N and previous - start + 1
                     else
                         if from then
                             n = n + 1
                             pieces[n] = sub(value, from, start - 2)
                             from = nil
                         end
-                        if ids[i] == renewed then
+                        if id == renewed then
+                            local text = plain and format('%d:%d:%d', id, renewed_end, taken)
+                                or format('%d:%s:%d', id, to_text(renewed_end), taken)
                             n = n + 1
-                            pieces[n] = plain and format('%d:%d:%d', renewed, renewed_end, L.slots[i])
-                                or format('%d:%s:%d', renewed, to_text(renewed_end), L.slots[i])
+                            pieces[n] = text
+                            ends_at, length = renewed_end, N and #text
                         end
+                    end
+                    if length then
+                        count, stop, held = count + 1, stop + 1 + length, held + taken
+                        ids[count], ends[count], slots[count], stops[count] = id, ends_at, taken, stop
+                        first_end = (not first_end or ends_at < first_end) and ends_at or first_end
+                        last_end = (not last_end or ends_at > last_end) and ends_at or last_end
                     end
                 end
                 if from then
                     n = n + 1
-                    pieces[n] = sub(value, from, stops[L.count])
+                    pieces[n] = sub(value, from, previous)
                 end
             end
-            if added then
+            if added_id then
+                local text = plain and format('%d:%d:%d', added_id, added_end, added_slots)
+                    or format('%d:%s:%d', added_id, to_text(added_end), added_slots)
                 n = n + 1
-                pieces[n] = added
+                pieces[n] = text
+                if N then
+                    count, stop, held = count + 1, stop + 1 + #text, held + added_slots
+                    N.ids[count], N.ends[count], N.slots[count], N.stops[count] = added_id, added_end, added_slots, stop
+                    first_end = (not first_end or added_end < first_end) and added_end or first_end
+                    last_end = (not last_end or added_end > last_end) and added_end or last_end
+                end
             end
-            local head = mode.wide and format('rl1:cc:%s:%s:', to_text(now), to_text(next_id))
-                or format('rl1:cc:%d:%d:', now, next_id)
             local new = head .. concat(pieces, ',', 1, n)
             if n > 256 then
                 pieces = {}
             end
+            -- (No lease left is no key: nothing to keep.)
+            if N and count > 0 and count <= 256 then
+                N.value, N.last, N.next_id, N.first, N.count = new, now, next_id, #head + 1, count
+                N.held, N.first_end, N.last_end = held, first_end, last_end
+                if N == kept then
+                    kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+                end
+                if written_size + count + 8 > 32768 then
+                    written, written_size = {}, 0
+                end
+                written[key], written_size = N, written_size + count + 8
+            end
             return new
         end
 
-        local function leases(value, now)
-            local L = value and decode(value)
+        local function leases(value, now, key)
+            local L = value and decode(value, key)
             if L and lt(now, L.last) then
                 now = L.last
             end
@@ -1376,9 +1449,9 @@ local function build(name)
 
         -- RL.ACQUIRE: `n` slots under a new lease when at most `limit` are then
         -- held; `n` = 0 (or `look`) only looks.
-        local function take(value, now, limit, lease, n, look)
+        local function take(value, now, limit, lease, n, look, key)
             local L
-            L, now = leases(value, now)
+            L, now = leases(value, now, key)
             local held, reset = at(L, now)
             local remaining = held < limit and limit - held or 0
             if n > limit then
@@ -1419,27 +1492,27 @@ local function build(name)
             if look then
                 return 1, remaining - n, 0, reset, 0 -- a look holds no lease
             end
-            local added = mode.wide and format('%d:%s:%d', id, to_text(ends_at), n) or format('%d:%d:%d', id, ends_at, n)
-            return 1, remaining - n, 0, reset, id, encode(value, L, now, id + 1, nil, nil, nil, added)
+            return 1, remaining - n, 0, reset, id, encode(key, value, L, now, id + 1, nil, nil, nil, id, ends_at, n)
         end
 
         -- RL.RELEASE: frees lease `id` when it is still held at `now`. Returns
         -- released (1 or 0), the slots held, reset_after_ms and the new value.
-        local function release(value, now, id)
+        local function release(value, now, id, key)
             local L
-            L, now = leases(value, now)
+            L, now = leases(value, now, key)
             local held, others, found = at(L, now, id)
             if not found then
                 return 0, held, others
             end
-            return 1, held - L.slots[found], others, encode(value, L, now, L.next_id, id)
+            held = held - L.slots[found] -- (before encode, which may reuse L)
+            return 1, held, others, encode(key, value, L, now, L.next_id, id)
         end
 
         -- RL.RENEW: makes lease `id`, when still held at `now`, run out at
         -- `now + lease`.
-        local function renew(value, now, id, lease)
+        local function renew(value, now, id, lease, key)
             local L
-            L, now = leases(value, now)
+            L, now = leases(value, now, key)
             local held, others, found = at(L, now, id)
             if not found then
                 return 0, held, others
@@ -1448,7 +1521,7 @@ local function build(name)
             if lt(reset, others) then
                 reset = others
             end
-            return 1, held, reset, encode(value, L, now, L.next_id, nil, id, add(now, lease))
+            return 1, held, reset, encode(key, value, L, now, L.next_id, nil, id, add(now, lease))
         end
 
         return {
@@ -1545,7 +1618,7 @@ local function build(name)
             end
             local n = argv[5] == nil and 1 or parse_count(argv[5]) or fail('count')
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A.prefix), now, size, per, n)
+            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A.prefix), now, size, per, n, nil, key)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
                 write_state(key, new, reset)
@@ -1613,7 +1686,7 @@ local function build(name)
                 fail(arity('RL.PEEK'))
             end
             local n = count_or_one(argv[6])
-            return fields(size, A.take(read_state(keys[1], A.prefix), now, size, per, n, true))
+            return fields(size, A.take(read_state(keys[1], A.prefix), now, size, per, n, true, keys[1]))
         end
 
         -- RL.REFUND key ALGORITHM a b now n
@@ -1696,7 +1769,7 @@ local function build(name)
             local reply, allowed = { 1, 0 }, true
             for i = 1, k do
                 local f = { 0, 0, sizes[i], 0, 0, nil }
-                f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i])
+                f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i], nil, keys[i])
                 reply[2 + i], allowed = f, allowed and f[1] == 1
             end
             local retry = 0
@@ -1747,7 +1820,7 @@ local function build(name)
                 fail(arity('RL.RELEASE'))
             end
             local id, now = lease_id(argv[2]), now_us(argv[3])
-            return changed(keys[1], part('cc').release(read_state(keys[1], 'rl1:cc:'), now, id))
+            return changed(keys[1], part('cc').release(read_state(keys[1], 'rl1:cc:'), now, id, keys[1]))
         end
 
         -- RL.RENEW's lease, its parse kept as a limit's pair is.
@@ -1762,7 +1835,7 @@ local function build(name)
             end
             local id, lease = lease_id(argv[2]), parse_limit(LEASE, argv[3], '')
             local now = now_us(argv[4])
-            return changed(keys[1], part('cc').renew(read_state(keys[1], 'rl1:cc:'), now, id, lease))
+            return changed(keys[1], part('cc').renew(read_state(keys[1], 'rl1:cc:'), now, id, lease, keys[1]))
         end
 
         return L
