@@ -100,6 +100,7 @@ through_both_forms!(
     random_arguments_get_the_module_replies,
     concurrency_at_the_ends_of_its_ranges_agrees_exactly,
     long_logs_and_lease_sets_then_short_ones_agree_exactly,
+    lease_sets_are_read_from_the_stored_value,
 );
 
 /// A server with the module and one without, the script loaded there in
@@ -1898,6 +1899,56 @@ fn concurrency_at_the_ends_of_its_ranges_agrees_exactly(load: Load) {
     for con in [module, script] {
         let exists: i64 = redis::cmd("EXISTS").arg(&["top", "short"]).query(con).unwrap();
         assert_eq!(exists, 0, "the last release deletes the key");
+    }
+}
+
+/// A function library keeps the leases of the value it last wrote to a
+/// key; whatever else comes to hold the key is read from its text: another
+/// key's value copied over it, and the value an RL.MULTI that one of its
+/// limits refused did not write.
+fn lease_sets_are_read_from_the_stored_value(load: Load) {
+    let server = start_without_module(&[]);
+    let con = &mut server.connect();
+    let form = load(con);
+    let session: &[(&[&str], &str)] = &[
+        (&["RL.ACQUIRE", "c", "5", "100", "1000", "2"], "[1, 3, 5, 0, 100000, 1]"),
+        (&["RL.ACQUIRE", "c", "5", "100", "1000", "1"], "[1, 2, 5, 0, 100000, 2]"),
+        (&["RL.ACQUIRE", "d", "5", "100", "1000", "1"], "[1, 4, 5, 0, 100000, 1]"),
+        // c now holds d's one lease (1 slot, the next id 2), not its own 3.
+        (&["COPY", "d", "c", "REPLACE"], "1"),
+        (&["RL.ACQUIRE", "c", "5", "100", "1000", "0"], "[1, 4, 5, 0, 100000, 0]"),
+        (&["RL.ACQUIRE", "c", "5", "100", "1000", "1"], "[1, 3, 5, 0, 100000, 2]"),
+        // The token bucket refuses 2: c's new lease is not written.
+        (
+            &[
+                "RL.MULTI",
+                "2",
+                "c",
+                "t",
+                "1000",
+                "CONCURRENCY",
+                "5",
+                "100",
+                "1",
+                "TOKENBUCKET",
+                "1",
+                "1",
+                "2",
+            ],
+            "[0, -1, [1, 3, 5, 0, 100000, 0], [0, 1, 1, -1, 0]]",
+        ),
+        (&["RL.ACQUIRE", "c", "5", "100", "1000", "0"], "[1, 3, 5, 0, 100000, 0]"),
+        (&["RL.RELEASE", "c", "2", "1000"], "[1, 1, 100000]"),
+        (&["RL.RENEW", "c", "1", "200", "1000"], "[1, 1, 200000]"),
+        (&["RL.PEEK", "c", "CONCURRENCY", "5", "100", "1000", "1"], "[1, 3, 5, 0, 200000, 0]"),
+        (&["RL.ACQUIRE", "c", "5", "100", "1100", "4"], "[1, 0, 5, 0, 100000, 3]"),
+        (&["RL.ACQUIRE", "c", "5", "100", "1100", "1"], "[0, 0, 5, 100000, 100000, 0]"),
+        (&["GET", "c"], r#""rl1:cc:1100000000:4:1:1200000000:1,3:1200000000:4""#),
+    ];
+    let calls: Vec<&[&str]> = session.iter().map(|(call, _)| *call).collect();
+    let replies = raw_session(con, Some(&form), &calls);
+    for ((call, expected), reply) in session.iter().zip(&replies) {
+        assert_eq!(show(reply), *expected, "{call:?}");
     }
 }
 
