@@ -1800,45 +1800,41 @@ local function build(name)
         return M
     elseif name == 'leases' then
         -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
-        -- [released or renewed, held, reset_after_ms].
+        -- [released or renewed, held, reset_after_ms]. One function for both
+        -- (under EVALSHA each function is one more closure a call).
         part('commands')
 
-        local function lease_id(s)
-            return parse_count(s) or fail('lease_id')
-        end
+        -- RL.RENEW's lease, its parse kept by a function library as a limit's
+        -- pair is.
+        local LEASE = lasting and {
+            parse = function(a)
+                return parse_span(a, 1000, 'lease')
+            end,
+        }
 
-        local function changed(key, done, held, reset, new)
+        local function command(keys, argv, name)
+            local renew = name == 'RL.RENEW'
+            if #keys ~= 1 or #argv ~= (renew and 4 or 3) then
+                fail(arity(name))
+            end
+            local id = parse_count(argv[2]) or fail('lease_id')
+            local lease = renew and (LEASE and parse_limit(LEASE, argv[3], '') or parse_span(argv[3], 1000, 'lease'))
+            local now = now_us(argv[renew and 4 or 3])
+            local key, C = keys[1], part('cc')
+            local value = read_state(key, 'rl1:cc:')
+            local done, held, reset, new
+            if renew then
+                done, held, reset, new = C.renew(value, now, id, lease, key)
+            else
+                done, held, reset, new = C.release(value, now, id, key)
+            end
             if new then
                 write_state(key, new, reset)
             end
             return { done, held, reset }
         end
 
-        local L = {}
-        L['RL.RELEASE'] = function(keys, argv)
-            if #keys ~= 1 or #argv ~= 3 then
-                fail(arity('RL.RELEASE'))
-            end
-            local id, now = lease_id(argv[2]), now_us(argv[3])
-            return changed(keys[1], part('cc').release(read_state(keys[1], 'rl1:cc:'), now, id, keys[1]))
-        end
-
-        -- RL.RENEW's lease, its parse kept as a limit's pair is.
-        local LEASE = {
-            parse = function(a)
-                return parse_span(a, 1000, 'lease')
-            end,
-        }
-        L['RL.RENEW'] = function(keys, argv)
-            if #keys ~= 1 or #argv ~= 4 then
-                fail(arity('RL.RENEW'))
-            end
-            local id, lease = lease_id(argv[2]), parse_limit(LEASE, argv[3], '')
-            local now = now_us(argv[4])
-            return changed(keys[1], part('cc').renew(read_state(keys[1], 'rl1:cc:'), now, id, lease, keys[1]))
-        end
-
-        return L
+        return { ['RL.RELEASE'] = command, ['RL.RENEW'] = command }
     end
 end
 
