@@ -1353,13 +1353,11 @@ local function build(name)
             local head = plain and format('rl1:cc:%d:%d:', now, next_id)
                 or format('rl1:cc:%s:%s:', to_text(now), to_text(next_id))
             local old = written and key and written[key]
-            if old then
-                written[key], written_size = nil, written_size - old.count - 8
-            end
+            local old_size = old and old.count + 8 -- (before N, which may be old, changes)
             local N = lasting and plain and key and (L or { ids = {}, ends = {}, slots = {}, stops = {} })
             -- The new value's pieces; its leases, where the last one ends, and
             -- N's sums.
-            local n, from = 0, nil
+            local n, from, whole = 0, nil, nil -- (whole: all the old leases' text)
             local count, stop, held, first_end, last_end = 0, #head - 1, 0, nil, nil
             if N and L and L.first_end and not gone and not renewed and now < L.first_end then
                 -- Every lease live and kept: copied whole, and L's arrays as
@@ -1371,7 +1369,7 @@ local function build(name)
                         stops[i] = stops[i] + shift
                     end
                 end
-                n, pieces[1], stop = 1, sub(value, L.first), stops[count]
+                whole, stop = sub(value, L.first), stops[count]
             elseif L then
                 local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
                 local previous = L.first - 2 -- (where the lease before ends in the old value)
@@ -1420,7 +1418,12 @@ local function build(name)
                     last_end = (not last_end or added_end > last_end) and added_end or last_end
                 end
             end
-            local new = head .. concat(pieces, ',', 1, n)
+            local new
+            if whole then
+                new = n > 0 and head .. whole .. ',' .. pieces[1] or head .. whole
+            else
+                new = head .. concat(pieces, ',', 1, n)
+            end
             if n > 256 then
                 pieces = {}
             end
@@ -1431,10 +1434,13 @@ local function build(name)
                 if N == kept then
                     kept = { ids = {}, ends = {}, slots = {}, stops = {} }
                 end
-                if written_size + count + 8 > 32768 then
-                    written, written_size = {}, 0
+                written_size = written_size - (old_size or 0) + count + 8
+                if written_size > 32768 then
+                    written, written_size = {}, count + 8
                 end
-                written[key], written_size = N, written_size + count + 8
+                written[key] = N
+            elseif old then
+                written[key], written_size = nil, written_size - old_size
             end
             return new
         end
