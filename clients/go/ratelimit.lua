@@ -1221,7 +1221,8 @@ local function build(name)
         -- (Unix microseconds), `slots`, and `stops`, where each one's text ends in
         -- the stored value. A lease that ends at E holds its slots while t < E.
         -- No lease left is no key: ids start again at 1. The sixth field of a
-        -- reply is the new lease's id (0: none taken).
+        -- reply is the new lease's id (0: none taken). The commands pass the
+        -- key too, for the sets a function library keeps (`written`).
         part('base')
         local concat, sort, ipairs = table.concat, table.sort, ipairs
 
