@@ -1267,7 +1267,9 @@ local function build(name)
             L.last, L.next_id, L.first, L.first_end = last, next_id, stop + 1, nil
             local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
             local count, total, previous, length = 0, 0, 0, #value
-            local position = L.first
+            -- (plain: every lease read at once so far, and its first and last
+            -- end; a lease that is not turns the rest to the exact reading.)
+            local position, first_end, last_end, plain = L.first, nil, nil, not mode.wide
             while true do
                 -- Each field starts with 1 to 9: a leading zero is damage.
                 local id, end_text, n
@@ -1275,7 +1277,7 @@ local function build(name)
                 if not stop then
                     fail('corrupt')
                 end
-                local ends_at = not mode.wide and #id < 16 and #n < 16 and #end_text <= 16 and end_text + 0
+                local ends_at = plain and #id < 16 and #n < 16 and #end_text <= 16 and end_text + 0
                 if ends_at and ends_at < 4503599627370496 then
                     -- The usual lease, read at once: an id and slots below
                     -- 10^15, an end below 2^52 (as stored_count and stored_span
@@ -1286,7 +1288,10 @@ local function build(name)
                     if id <= previous or total > 9007199254740991 or ends_at <= last then
                         fail('corrupt')
                     end
+                    first_end = (not first_end or ends_at < first_end) and ends_at or first_end
+                    last_end = (not last_end or ends_at > last_end) and ends_at or last_end
                 else
+                    plain = false
                     id, ends_at, n = stored_count(id, 1), stored_span(end_text), stored_count(n, 1)
                     total = total + n
                     if id <= previous or total > 9007199254740991 or not lt(last, ends_at)
@@ -1307,7 +1312,9 @@ local function build(name)
             if next_id <= previous then
                 fail('corrupt')
             end
-            L.count = count
+            -- The sums (every lease live at the last update): at and encode
+            -- need not go through the leases while `now` is before the first end.
+            L.count, L.held, L.first_end, L.last_end = count, total, plain and first_end or nil, last_end
             if count > 256 then
                 kept = { ids = {}, ends = {}, slots = {}, stops = {} }
             end
@@ -1318,7 +1325,7 @@ local function build(name)
         -- `except` has run out, and the index of lease `except` when live.
         local function at(L, now, except)
             if L and L.first_end and not except and not mode.wide and now < L.first_end then
-                -- Every lease live, in a set kept in `written`: its sums.
+                -- Every lease live: the sums decode or encode left.
                 return L.held, ms(L.last_end - now)
             end
             local held, latest, found = 0, nil, nil
@@ -1360,12 +1367,12 @@ local function build(name)
             -- N's sums.
             local n, from, whole = 0, nil, nil -- (whole: all the old leases' text)
             local count, stop, held, first_end, last_end = 0, #head - 1, 0, nil, nil
-            if N and L and L.first_end and not gone and not renewed and now < L.first_end then
-                -- Every lease live and kept: copied whole, and L's arrays as
+            if plain and L and L.first_end and not gone and not renewed and now < L.first_end then
+                -- Every lease live: copied whole, and L's arrays (for N) as
                 -- they are, their ends moved by the change of the head's length.
                 count, held, first_end, last_end = L.count, L.held, L.first_end, L.last_end
                 local stops, shift = L.stops, #head + 1 - L.first
-                if shift ~= 0 then
+                if N and shift ~= 0 then
                     for i = 1, count do
                         stops[i] = stops[i] + shift
                     end
