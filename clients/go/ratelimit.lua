@@ -1566,15 +1566,17 @@ local function build(name)
         -- A limit's reply: [allowed, remaining, size, retry_after_ms,
         -- reset_after_ms] and, for a leaky bucket or a concurrency limit, a
         -- sixth field. A wait past 2^53 - 1 ms (limbs, in a wide call) cannot
-        -- be returned exactly.
+        -- be returned exactly: check, called in a wide call only.
         function check(retry, reset, sixth)
-            if mode.wide and (type(retry) ~= 'number' or type(reset) ~= 'number' or (sixth and type(sixth) ~= 'number')) then
+            if type(retry) ~= 'number' or type(reset) ~= 'number' or (sixth and type(sixth) ~= 'number') then
                 fail('reply_range')
             end
         end
 
         function fields(size, allowed, remaining, retry, reset, sixth)
-            check(retry, reset, sixth)
+            if mode.wide then
+                check(retry, reset, sixth)
+            end
             return { allowed, remaining, size, retry, reset, sixth }
         end
 
@@ -1753,8 +1755,11 @@ local function build(name)
             return twice
         end
 
-        -- The limits' arrays are used again by each call.
+        -- The limits' arrays are used again by each call; a function library
+        -- answers with the same reply tables too (Redis has read a reply
+        -- before the next call), making none.
         local limits, sizes, pers, counts, values, news = {}, {}, {}, {}, {}, {}
+        local kept_reply = lasting and {}
         local M = {}
         M['RL.MULTI'] = function(keys, argv)
             local k = #keys
@@ -1771,7 +1776,8 @@ local function build(name)
             for i = 1, k do
                 local at = 4 * i - 1
                 limits[i], sizes[i], pers[i] = named_limit(argv[at], argv[at + 1], argv[at + 2])
-                counts[i] = count_or_one(argv[at + 3])
+                local n = argv[at + 3] -- (most often 1)
+                counts[i] = n == '1' and 1 or count_or_one(n)
             end
             local now = now_us(argv[2])
             if repeated(keys, k) then
@@ -1780,10 +1786,11 @@ local function build(name)
             for i = 1, k do
                 values[i] = read_state(keys[i], limits[i].prefix)
             end
-            local reply, allowed = { 1, 0 }, true
+            local reply, allowed = kept_reply or {}, true
+            reply[1], reply[2], reply[3 + k] = 1, 0, nil -- (Redis reads up to the first nil)
             for i = 1, k do
-                local f = { 0, 0, sizes[i], 0, 0, nil }
-                f[1], f[2], f[4], f[5], f[6], news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i], nil, keys[i])
+                local f = reply[2 + i] or {}
+                f[3], f[1], f[2], f[4], f[5], f[6], news[i] = sizes[i], limits[i].take(values[i], now, sizes[i], pers[i], counts[i], nil, keys[i])
                 reply[2 + i], allowed = f, allowed and f[1] == 1
             end
             local retry = 0
@@ -1794,7 +1801,9 @@ local function build(name)
                     -- state as a look (n = 0) does.
                     f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
                 end
-                check(f[4], f[5], f[6])
+                if mode.wide then
+                    check(f[4], f[5], f[6])
+                end
                 if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
                     retry = f[4]
                 end
