@@ -1786,12 +1786,22 @@ local function build(name)
             for i = 1, k do
                 values[i] = read_state(keys[i], limits[i].prefix)
             end
-            local reply, allowed = kept_reply or {}, true
-            reply[1], reply[2], reply[3 + k] = 1, 0, nil -- (Redis reads up to the first nil)
+            local reply, allowed = kept_reply, true
+            if reply then
+                reply[1], reply[2], reply[3 + k] = 1, 0, nil -- (Redis reads up to the first nil)
+            else
+                reply = { 1, 0 }
+            end
             for i = 1, k do
-                local f = reply[2 + i] or {}
-                f[3], f[1], f[2], f[4], f[5], f[6], news[i] = sizes[i], limits[i].take(values[i], now, sizes[i], pers[i], counts[i], nil, keys[i])
-                reply[2 + i], allowed = f, allowed and f[1] == 1
+                local admitted, remaining, retry, reset, sixth
+                admitted, remaining, retry, reset, sixth, news[i] = limits[i].take(values[i], now, sizes[i], pers[i], counts[i], nil, keys[i])
+                local f = reply[2 + i]
+                if f then
+                    f[1], f[2], f[3], f[4], f[5], f[6] = admitted, remaining, sizes[i], retry, reset, sixth
+                else
+                    reply[2 + i] = { admitted, remaining, sizes[i], retry, reset, sixth }
+                end
+                allowed = allowed and admitted == 1
             end
             local retry = 0
             for i = 1, k do
