@@ -1233,8 +1233,11 @@ local function build(name)
 
         -- The leases decode reads, in a table and arrays used again by the
         -- next call (a call reads its keys one at a time; entries past `count`
-        -- are left from before). Those of a key holding many are let go.
-        local kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+        -- are left from before). Those of a key holding many are let go. (Its
+        -- fields are named at once: a table given them one by one is grown,
+        -- and under EVALSHA this one is made on every call.)
+        local kept = { ids = {}, ends = {}, slots = {}, stops = {}, last = 0, next_id = 0, first = 0, count = 0,
+            held = 0, first_end = 0, last_end = 0 }
 
         -- The leases of the value this library last wrote to a key, by key: a
         -- value read back as it was written (the entry's `value`) needs no
@@ -1871,11 +1874,13 @@ local function build(name)
     end
 end
 
--- The part `name`, built on first use.
-local built = {}
+-- The part `name`, built on first use. (`built` starts with room for the
+-- three or four parts most calls build: under EVALSHA it is made on every
+-- call, and a table given keys one by one is grown at each power of two.)
+local built = { base = false, commands = false, errors = false }
 part = function(name)
     local p = built[name]
-    if p == nil then
+    if not p then
         if not find then
             find, sub, byte, format = string.find, string.sub, string.byte, string.format
             fmod, floor = math.fmod, math.floor
