@@ -1054,8 +1054,10 @@ local function build(name)
         -- The runs of a stored log, and the units in all of them, in arrays
         -- used again by the next call (a call reads its logs one at a time;
         -- entries past `runs` are left from before). A long log's are let go
-        -- (a damaged one's by the next call).
-        local T, C, E = {}, {}, {}
+        -- (a damaged one's by the next call). Made with room for four runs:
+        -- under EVALSHA they are made on every call, and an array given its
+        -- entries one by one is grown at each power of two.
+        local T, C, E = { nil, nil, nil, nil }, { nil, nil, nil, nil }, { nil, nil, nil, nil }
         local function decode(value)
             if T[257] then
                 T, C, E = {}, {}, {}
@@ -1233,11 +1235,17 @@ local function build(name)
 
         -- The leases decode reads, in a table and arrays used again by the
         -- next call (a call reads its keys one at a time; entries past `count`
-        -- are left from before). Those of a key holding many are let go. (Its
-        -- fields are named at once: a table given them one by one is grown,
-        -- and under EVALSHA this one is made on every call.)
-        local kept = { ids = {}, ends = {}, slots = {}, stops = {}, last = 0, next_id = 0, first = 0, count = 0,
-            held = 0, first_end = 0, last_end = 0 }
+        -- are left from before). Those of a key holding many are let go. (Made
+        -- with its fields and room for four leases: under EVALSHA it is made
+        -- on every call, and a table given keys one by one is grown at each
+        -- power of two.)
+        local kept = {
+            ids = { nil, nil, nil, nil },
+            ends = { nil, nil, nil, nil },
+            slots = { nil, nil, nil, nil },
+            stops = { nil, nil, nil, nil },
+            last = 0, next_id = 0, first = 0, count = 0, held = 0, first_end = 0, last_end = 0,
+        }
 
         -- The leases of the value this library last wrote to a key, by key: a
         -- value read back as it was written (the entry's `value`) needs no
@@ -1671,7 +1679,6 @@ local function build(name)
     elseif name == 'named' then
         -- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
         part('commands')
-        local N = {}
 
         local ALGORITHMS = {
             TOKENBUCKET = 'tb',
@@ -1695,7 +1702,7 @@ local function build(name)
         end
 
         -- RL.PEEK key ALGORITHM a b now [n]: a take that changes nothing.
-        N['RL.PEEK'] = function(keys, argv)
+        local function peek(keys, argv)
             if #keys ~= 1 or #argv < 5 then
                 fail(arity('RL.PEEK'))
             end
@@ -1709,7 +1716,7 @@ local function build(name)
         end
 
         -- RL.REFUND key ALGORITHM a b now n
-        N['RL.REFUND'] = function(keys, argv)
+        local function refund(keys, argv)
             if #keys ~= 1 or #argv ~= 6 then
                 fail(arity('RL.REFUND'))
             end
@@ -1728,7 +1735,7 @@ local function build(name)
             return reply
         end
 
-        return N
+        return { ['RL.PEEK'] = peek, ['RL.REFUND'] = refund }
     elseif name == 'multi' then
         -- RL.MULTI numkeys key [key ...] now ALGORITHM a b n [ALGORITHM a b n ...]:
         -- every limit decides on what it reads, and only when all of them admit
@@ -1758,13 +1765,15 @@ local function build(name)
             return twice
         end
 
-        -- The limits' arrays are used again by each call; a function library
-        -- answers with the same reply tables too (Redis has read a reply
-        -- before the next call), making none.
-        local limits, sizes, pers, counts, values, news = {}, {}, {}, {}, {}, {}
+        -- The limits' arrays are used again by each call (made with room for
+        -- two limits: under EVALSHA they are made on every call, and an array
+        -- given its entries one by one is grown at each power of two); a
+        -- function library answers with the same reply tables too (Redis has
+        -- read a reply before the next call), making none.
+        local limits, sizes, pers = { nil, nil }, { nil, nil }, { nil, nil }
+        local counts, values, news = { nil, nil }, { nil, nil }, { nil, nil }
         local kept_reply = lasting and {}
-        local M = {}
-        M['RL.MULTI'] = function(keys, argv)
+        local function multi(keys, argv)
             local k = #keys
             if 1 + k + #argv < 8 then
                 fail(arity('RL.MULTI'))
@@ -1793,7 +1802,7 @@ local function build(name)
             if reply then
                 reply[1], reply[2], reply[3 + k] = 1, 0, nil -- (Redis reads up to the first nil)
             else
-                reply = { 1, 0 }
+                reply = { 1, 0, nil, nil } -- (room for two limits)
             end
             for i = 1, k do
                 local admitted, remaining, retry, reset, sixth
@@ -1833,7 +1842,7 @@ local function build(name)
             return reply
         end
 
-        return M
+        return { ['RL.MULTI'] = multi }
     elseif name == 'leases' then
         -- RL.RELEASE key lease_id now, RL.RENEW key lease_id lease now:
         -- [released or renewed, held, reset_after_ms]. One function for both
