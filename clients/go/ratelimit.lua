@@ -1226,7 +1226,7 @@ local function build(name)
         -- reply is the new lease's id (0: none taken). The commands pass the
         -- key too, for the sets a function library keeps (`written`).
         part('base')
-        local concat, sort, ipairs = table.concat, table.sort, ipairs
+        local concat = table.concat -- (table.sort is read as a global on the rare path using it)
 
         -- The limit and the lease.
         local function parse(a, b)
@@ -1366,7 +1366,9 @@ local function build(name)
         -- loop passes it (at or before where it was), or new arrays for a key
         -- that held none; with their sums (slots held, the first and the last
         -- end), so that the next call finding every lease live reads none.
-        local pieces = {} -- encode's, used again (entries past its `n` are left from before)
+        -- encode's pieces when leases are left out or changed, made then and used
+        -- again (entries past its `n` are left from before).
+        local pieces
         local function encode(key, value, L, now, next_id, gone, renewed, renewed_end, added_id, added_end, added_slots)
             local plain = not mode.wide
             local head = plain and format('rl1:cc:%d:%d:', now, next_id)
@@ -1390,6 +1392,7 @@ local function build(name)
                 end
                 whole, stop = sub(value, L.first), stops[count]
             elseif L then
+                pieces = pieces or {}
                 local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
                 local previous = L.first - 2 -- (where the lease before ends in the old value)
                 for i = 1, L.count do
@@ -1425,13 +1428,12 @@ local function build(name)
                     pieces[n] = sub(value, from, previous)
                 end
             end
+            local added -- the new lease's text
             if added_id then
-                local text = plain and format('%d:%d:%d', added_id, added_end, added_slots)
+                added = plain and format('%d:%d:%d', added_id, added_end, added_slots)
                     or format('%d:%s:%d', added_id, to_text(added_end), added_slots)
-                n = n + 1
-                pieces[n] = text
                 if N then
-                    count, stop, held = count + 1, stop + 1 + #text, held + added_slots
+                    count, stop, held = count + 1, stop + 1 + #added, held + added_slots
                     N.ids[count], N.ends[count], N.slots[count], N.stops[count] = added_id, added_end, added_slots, stop
                     first_end = (not first_end or added_end < first_end) and added_end or first_end
                     last_end = (not last_end or added_end > last_end) and added_end or last_end
@@ -1439,12 +1441,18 @@ local function build(name)
             end
             local new
             if whole then
-                new = n > 0 and head .. whole .. ',' .. pieces[1] or head .. whole
+                new = added and head .. whole .. ',' .. added or head .. whole
+            elseif n == 0 then
+                new = head .. (added or '')
             else
+                if added then
+                    n = n + 1
+                    pieces[n] = added
+                end
                 new = head .. concat(pieces, ',', 1, n)
-            end
-            if n > 256 then
-                pieces = {}
+                if n > 256 then
+                    pieces = nil
+                end
             end
             -- (No lease left is no key: nothing to keep.)
             if N and count > 0 and count <= 256 then
@@ -1489,11 +1497,12 @@ local function build(name)
                         live[#live + 1] = i
                     end
                 end
-                sort(live, function(a, b)
+                table.sort(live, function(a, b)
                     return lt(ends[a], ends[b])
                 end)
                 local must, freed, retry = held - (limit - n), 0, reset
-                for _, i in ipairs(live) do
+                for j = 1, #live do
+                    local i = live[j]
                     freed = freed + slots[i]
                     if freed >= must then
                         retry = ms(minus(ends[i], now))
