@@ -1335,9 +1335,33 @@ local function build(name)
         -- Slots held at `now`, milliseconds until every live lease but lease
         -- `except` has run out, and the index of lease `except` when live.
         local function at(L, now, except)
-            if L and L.first_end and not except and not mode.wide and now < L.first_end then
-                -- Every lease live: the sums decode or encode left.
-                return L.held, ms(L.last_end - now)
+            if L and L.first_end and not mode.wide and now < L.first_end then
+                -- Every lease live: the sums decode or encode left, and lease
+                -- `except` found by its id (the ids ascend). The latest end of
+                -- the others is the last end unless `except` holds it.
+                local found, ids, count = nil, L.ids, L.count
+                if except and count == 1 then
+                    if ids[1] == except then
+                        return L.held, 0, 1 -- (no other lease)
+                    end
+                elseif except then
+                    local low, high = 1, count
+                    while low <= high do
+                        local middle = low + high
+                        middle = (middle - middle % 2) / 2
+                        local id = ids[middle]
+                        if id < except then
+                            low = middle + 1
+                        elseif id > except then
+                            high = middle - 1
+                        else
+                            found, low = middle, high + 1
+                        end
+                    end
+                end
+                if not found or L.ends[found] < L.last_end then
+                    return L.held, ms(L.last_end - now), found
+                end
             end
             local held, latest, found = 0, nil, nil
             if L then
@@ -1357,8 +1381,8 @@ local function build(name)
             return held, latest and ms(minus(latest, now)) or 0, found
         end
 
-        -- The value after a change at `now`: the leases still live but lease
-        -- `gone`, lease `renewed` ending at `renewed_end`, then a new lease
+        -- The value after a change at `now`: the leases still live but the
+        -- lease at index `gone`, lease `renewed` ending at `renewed_end`, then a new lease
         -- (`added_id`, ending at `added_end`, holding `added_slots`).
         -- Stretches of leases left as they were are copied from the old value.
         -- A function library keeps the new value's leases in `written[key]`,
@@ -1391,6 +1415,35 @@ local function build(name)
                     end
                 end
                 whole, stop = sub(value, L.first), stops[count]
+            elseif plain and gone and L.count > 1 and L.first_end and now < L.first_end then
+                -- Every lease live but lease `gone`, let go: the text before it
+                -- and after it, and L's arrays (for N) without it, the ends
+                -- after it moved back by its text and a comma.
+                local stops, ends = L.stops, L.ends
+                local start = gone == 1 and L.first or stops[gone - 1] + 2
+                local before = gone > 1 and sub(value, L.first, start - 2)
+                local after = gone < L.count and sub(value, stops[gone] + 2)
+                whole = before and after and before .. ',' .. after or before or after or nil
+                count, held = L.count - 1, L.held - L.slots[gone]
+                first_end, last_end = L.first_end, L.last_end
+                if N then
+                    local ids, slots, shift, gone_end = L.ids, L.slots, #head + 1 - L.first, ends[gone]
+                    local cut = stops[gone] - start + 2
+                    for i = 1, gone - 1 do
+                        stops[i] = stops[i] + shift
+                    end
+                    for i = gone, count do
+                        ids[i], ends[i], slots[i], stops[i] = ids[i + 1], ends[i + 1], slots[i + 1], stops[i + 1] + shift - cut
+                    end
+                    if gone_end == first_end or gone_end == last_end then
+                        first_end, last_end = ends[1], ends[1]
+                        for i = 2, count do
+                            local ends_at = ends[i]
+                            first_end = ends_at < first_end and ends_at or first_end
+                            last_end = ends_at > last_end and ends_at or last_end
+                        end
+                    end
+                end
             elseif L then
                 pieces = pieces or {}
                 local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
@@ -1399,7 +1452,7 @@ local function build(name)
                     local start, id, ends_at, taken = previous + 2, ids[i], ends[i], slots[i]
                     previous = stops[i]
                     local length -- of its text in the new value, for N
-                    if (plain and now < ends_at or not plain and lt(now, ends_at)) and id ~= gone and id ~= renewed then
+                    if (plain and now < ends_at or not plain and lt(now, ends_at)) and i ~= gone and id ~= renewed then
                         from = from or start
                         length = N and previous - start + 1
                     else
@@ -1539,7 +1592,7 @@ local function build(name)
                 return 0, held, others
             end
             held = held - L.slots[found] -- (before encode, which may reuse L)
-            return 1, held, others, encode(key, value, L, now, L.next_id, id)
+            return 1, held, others, encode(key, value, L, now, L.next_id, found)
         end
 
         -- RL.RENEW: makes lease `id`, when still held at `now`, run out at
