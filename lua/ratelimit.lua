@@ -1339,12 +1339,15 @@ local function build(name)
                 -- Every lease live: the sums decode or encode left, and lease
                 -- `except` found by its id (the ids ascend). The latest end of
                 -- the others is the last end unless `except` holds it.
-                local found, ids, count = nil, L.ids, L.count
-                if except and count == 1 then
+                if not except then
+                    return L.held, ms(L.last_end - now)
+                end
+                local ids, count, found = L.ids, L.count, nil
+                if count == 1 then
                     if ids[1] == except then
                         return L.held, 0, 1 -- (no other lease)
                     end
-                elseif except then
+                else
                     local low, high = 1, count
                     while low <= high do
                         local middle = low + high
