@@ -1046,24 +1046,31 @@ local function build(name)
         }
     elseif name == 'sl' then
         -- Sliding log (src/algorithms/sliding_log.rs) -------------------------
-        -- The runs of a log, oldest first: `times` (absolute), `counts`, and
-        -- `ends`, where each run's text ends in the stored value, so that the runs
-        -- a call keeps are copied from there as they are.
+        -- A stored log is read once, for its sums: its first run (time, units,
+        -- where its text ends in the value), its units in all and the time of
+        -- its newest run. A call then walks from the front only as far as it
+        -- needs (past the runs that have left the window; on a refusal, to the
+        -- unit whose leaving makes room), and copies the runs it keeps as they
+        -- are stored.
         part('base')
 
-        -- The runs of a stored log, and the units in all of them, in arrays
-        -- used again by the next call (a call reads its logs one at a time;
-        -- entries past `runs` are left from before). A long log's are let go
-        -- (a damaged one's by the next call). Made with room for four runs:
-        -- under EVALSHA they are made on every call, and an array given its
-        -- entries one by one is grown at each power of two.
-        local T, C, E = { nil, nil, nil, nil }, { nil, nil, nil, nil }, { nil, nil, nil, nil }
-        local function decode(value)
-            if T[257] then
-                T, C, E = {}, {}, {}
+        -- The sums of the logs this library last wrote, by key (a function
+        -- library, FCALL): a value read back as it was written is not read
+        -- again, so a long log costs a call little more than a short one.
+        -- Each entry counts its value's bytes and 600 (its table, its key, as
+        -- measured) towards a size of at most 4 MB (past that it starts
+        -- again).
+        local written, written_size = lasting and {}, 0
+
+        -- A stored log's sums: the first run's time, units and text end, the
+        -- units in all, the newest run's time.
+        local function decode(value, key)
+            local S = written and key and written[key]
+            if S and S.value == value then
+                return S.at, S.count, S.stop, S.total, S.last
             end
-            local times, counts, ends = T, C, E
-            local runs, total, at, position, length = 0, 0, 0, 8, #value
+            local first, first_count, first_stop -- (the first run's)
+            local total, at, position, length = 0, 0, 8, #value
             while true do
                 -- A count starts with 1 to 9 (a leading zero is damage); a
                 -- step may be 0.
@@ -1093,13 +1100,11 @@ local function build(name)
                         fail('corrupt')
                     end
                 end
-                runs = runs + 1
-                times[runs], counts[runs], ends[runs] = at, count, stop
+                if not first then
+                    first, first_count, first_stop = at, count, stop
+                end
                 if stop == length then
-                    if runs > 256 then
-                        T, C, E = {}, {}, {}
-                    end
-                    return times, counts, ends, runs, total
+                    return first, first_count, first_stop, total, at
                 elseif byte(value, stop + 1) ~= 44 then -- ','
                     fail('corrupt')
                 end
@@ -1107,24 +1112,28 @@ local function build(name)
             end
         end
 
-        -- A unit logged at s counts while s > now - w (s >= now + 1 - w): the
-        -- first run still in the window, and the units from there on.
-        local function live(times, counts, runs, total, now, w)
-            local first = 1
-            if not mode.wide then
-                local cutoff = now < w and 0 or now - w + 1
-                while first <= runs and times[first] < cutoff do
-                    total = total - counts[first]
-                    first = first + 1
-                end
-                return first, total
+        -- The run after the one at time `at` whose text ends at `stop`, in a
+        -- value decode has read: its time, units and text end (nil after the
+        -- newest run).
+        local function after(value, at, stop)
+            if stop == #value then
+                return nil
             end
-            local cutoff = lt(now, w) and 0 or add(minus(now, w), 1)
-            while first <= runs and lt(times[first], cutoff) do
-                total = total - counts[first]
-                first = first + 1
+            local _, ends, step, count = find(value, '^(%d+):(%d+)', stop + 2)
+            return mode.wide and add(at, stored_span(step)) or at + step, count == '1' and 1 or count + 0, ends
+        end
+
+        -- From the run at `at` (`count` units, text ending at `stop`): the
+        -- first run still in the window (nil: none is) and the units from
+        -- there on. A unit logged at s counts while s > now - w (s >= now + 1 - w).
+        local function live(value, at, count, stop, total, now, w)
+            local wide = mode.wide
+            local cutoff = wide and (lt(now, w) and 0 or add(minus(now, w), 1)) or (now < w and 0 or now - w + 1)
+            while at and (wide and lt(at, cutoff) or not wide and at < cutoff) do
+                total = total - count
+                at, count, stop = after(value, at, stop)
             end
-            return first, total
+            return at, count, stop, total
         end
 
         -- Milliseconds until a unit logged at `at` (in the window) leaves it.
@@ -1132,52 +1141,70 @@ local function build(name)
             return ms(mode.wide and minus(w, minus(now, at)) or w - (now - at))
         end
 
-        -- The run holding the k-th oldest unit in the window, from `first`,
-        -- and how many of its units are among the k.
-        local function kth(counts, first, runs, k)
-            local seen = 0
-            for i = first, runs do
-                seen = seen + counts[i]
-                if seen >= k then
-                    return i, counts[i] - (seen - k)
-                end
+        -- From the run at `at` (`count` units, text ending at `stop`), the run
+        -- holding the k-th oldest unit: its time, how many of its units are
+        -- among the k, and the run before it (time, text end; nil: none).
+        local function kth(value, at, count, stop, k)
+            local seen, before, before_stop = count, nil, nil
+            while seen < k do
+                before, before_stop = at, stop
+                at, count, stop = after(value, at, stop)
+                seen = seen + count
             end
+            return at, count - (seen - k), before, before_stop
         end
 
         -- Logs `n` units at `now` (never before the newest run) when the
         -- units still in the window leave room; `n` = 0 (or `look`) only looks.
-        local function take(value, now, limit, w, n, look)
-            local times, counts, ends, runs, total = nil, nil, nil, 0, 0
+        local function take(value, now, limit, w, n, look, key)
+            local at, count, stop, total, last, first_stop = nil, 0, 0, 0, nil, nil
             if value then
-                times, counts, ends, runs, total = decode(value)
-                if lt(now, times[runs]) then
-                    now = times[runs]
+                at, count, first_stop, total, last = decode(value, key)
+                if lt(now, last) then
+                    now = last
                 end
+                at, count, stop, total = live(value, at, count, first_stop, total, now, w)
             end
-            local first, count = live(times, counts, runs, total, now, w)
-            local reset = count == 0 and 0 or leaves(now, times[runs], w)
-            local remaining = count < limit and limit - count or 0
+            local reset = total == 0 and 0 or leaves(now, last, w)
+            local remaining = total < limit and limit - total or 0
             if n > limit then
                 return 0, remaining, -1, reset
-            elseif count > limit - n then
+            elseif total > limit - n then
                 -- Until enough of the oldest units have left.
-                local i = kth(counts, first, runs, count - (limit - n))
-                return 0, remaining, leaves(now, times[i], w), reset
+                local t = kth(value, at, count, stop, total - (limit - n))
+                return 0, remaining, leaves(now, t, w), reset
             elseif n == 0 then
                 return 1, remaining, 0, reset
             elseif look then
                 return 1, remaining - n, 0, ms(w)
             end
             -- The runs kept as stored, the first with its time in full, then
-            -- the new one (in one format() while the times are plain).
+            -- the new one: the old value and the new run when no run has left
+            -- (a long string costs Redis's Lua 12 instructions a byte to make,
+            -- hashed whole), else in one format() while the times are plain.
             local new
-            if first > runs then
+            if not at then
                 new = format('rl1:sl:%s:%d', to_text(now), n)
+            elseif stop == first_stop and not mode.wide then
+                new = value .. format(',%d:%d', now - last, n)
             elseif not mode.wide then
-                new = format('rl1:sl:%d:%d%s,%d:%d', times[first], counts[first], sub(value, ends[first] + 1), now - times[runs], n)
+                new = format('rl1:sl:%d:%d%s,%d:%d', at, count, sub(value, stop + 1), now - last, n)
             else
-                new = format('rl1:sl:%s:%d', to_text(times[first]), counts[first]) .. sub(value, ends[first] + 1)
-                    .. format(',%s:%d', to_text(minus(now, times[runs])), n)
+                new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1)
+                    .. format(',%s:%d', to_text(minus(now, last)), n)
+            end
+            if written and key and not mode.wide then
+                -- The new value's sums (its first run's text ends before the
+                -- first comma).
+                local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
+                written_size = written_size + size - (S and #S.value + 600 or 0)
+                if written_size > 4194304 then
+                    written, written_size, S = {}, size, nil
+                end
+                S = S or {}
+                S.value, S.at, S.count, S.stop = new, at or now, at and count or n, comma and comma - 1 or #new
+                S.total, S.last = total + n, now
+                written[key] = S
             end
             return 1, remaining - n, 0, ms(w), nil, new
         end
@@ -1187,28 +1214,27 @@ local function build(name)
             if not value then
                 return 1, limit, 0, 0
             end
-            local times, counts, ends, runs, total = decode(value)
-            if lt(now, times[runs]) then
-                now = times[runs]
+            local at, count, stop, total, last = decode(value)
+            if lt(now, last) then
+                now = last
             end
-            local first, count = live(times, counts, runs, total, now, w)
-            local left = count > n and count - n or 0
+            at, count, stop, total = live(value, at, count, stop, total, now, w)
+            local left = total > n and total - n or 0
             local room = limit > left and limit - left or 0
             if left == 0 then
                 return 1, room, 0, 0, nil, n > 0 and '' or nil -- nothing left: no key
             end
             -- The newest unit left is the `left`-th oldest one.
-            local last, last_count = kth(counts, first, runs, left)
-            local reset = leaves(now, times[last], w)
+            local newest, newest_count, before, before_stop = kth(value, at, count, stop, left)
+            local reset = leaves(now, newest, w)
             if n == 0 then
                 return 1, room, 0, reset
             end
-            local new = format('rl1:sl:%s:%d', to_text(times[first]), first == last and last_count or counts[first])
-            if last > first then
-                new = new .. sub(value, ends[first] + 1, ends[last - 1])
-                    .. format(',%s:%d', to_text(minus(times[last], times[last - 1])), last_count)
+            if not before then -- (the first run holds it)
+                return 1, room, 0, reset, nil, format('rl1:sl:%s:%d', to_text(at), newest_count)
             end
-            return 1, room, 0, reset, nil, new
+            return 1, room, 0, reset, nil, format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1, before_stop)
+                .. format(',%s:%d', to_text(minus(newest, before)), newest_count)
         end
 
         return {
