@@ -1058,7 +1058,7 @@ local function build(name)
         -- library, FCALL): a value read back as it was written is not read
         -- again, so a long log costs a call little more than a short one.
         -- Each entry counts its value's bytes and 600 (its table, its key, as
-        -- measured) towards a size of at most 4 MB (past that it starts
+        -- measured) towards a size of at most 8 MB (past that it starts
         -- again).
         local written, written_size = lasting and {}, 0
 
@@ -1193,18 +1193,22 @@ local function build(name)
                 new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1)
                     .. format(',%s:%d', to_text(minus(now, last)), n)
             end
-            if written and key and not mode.wide then
-                -- The new value's sums (its first run's text ends before the
-                -- first comma).
-                local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
+            local comma = written and key and find(new, ',', 8, true)
+            if comma and not mode.wide then
+                -- The new value's sums, for a log of two runs or more (one
+                -- run is read at once): its first run's text ends before the
+                -- first comma.
+                local S, size = written[key], #new + 600
                 written_size = written_size + size - (S and #S.value + 600 or 0)
-                if written_size > 4194304 then
+                if written_size > 8388608 then
                     written, written_size, S = {}, size, nil
                 end
-                S = S or {}
-                S.value, S.at, S.count, S.stop = new, at or now, at and count or n, comma and comma - 1 or #new
-                S.total, S.last = total + n, now
-                written[key] = S
+                local first, first_count, first_stop = at or now, at and count or n, comma - 1
+                if S then
+                    S.value, S.at, S.count, S.stop, S.total, S.last = new, first, first_count, first_stop, total + n, now
+                else -- (made whole: a table given its keys one by one grows at each power of two)
+                    written[key] = { value = new, at = first, count = first_count, stop = first_stop, total = total + n, last = now }
+                end
             end
             return 1, remaining - n, 0, ms(w), nil, new
         end

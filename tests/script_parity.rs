@@ -1993,8 +1993,8 @@ fn replies_and_values(
 /// (every command on logs and lease sets, with the other algorithms in
 /// RL.MULTI) get the same replies and leave the same values after every
 /// call, up to a key that may have expired on one server and not the
-/// other (as in compare_exactly). 6,600 logs written first fill most of
-/// the 4 MB the library keeps them in (a log of one run counts some 625
+/// other (as in compare_exactly). 13,300 logs of two runs written first
+/// fill most of the 8 MB the library keeps sums in (each counts 629
 /// bytes), so that it starts again while the sequences run.
 #[test]
 fn kept_sums_write_what_reading_the_whole_value_writes() {
@@ -2002,10 +2002,11 @@ fn kept_sums_write_what_reading_the_whole_value_writes() {
     let (kept, whole) = (&mut kept.connect(), &mut whole.connect());
     let (through_fcall, through_evalsha) = (fcall(kept), evalsha(whole));
     let mut fill = redis::pipe();
-    for i in 0..6600 {
-        let key = format!("fill:{i}");
-        fill.cmd("FCALL").arg(&through_fcall.target).arg(1).arg(key);
-        fill.arg(&["RL.SLIDINGLOG", "10", "1000", "1700000000", "1"]).ignore();
+    for i in 0..13_300 {
+        for _ in 0..2 {
+            fill.cmd("FCALL").arg(&through_fcall.target).arg(1).arg(format!("fill:{i}"));
+            fill.arg(&["RL.SLIDINGLOG", "10", "1000", "1700000000", "1"]).ignore();
+        }
     }
     let () = fill.query(kept).expect("the logs filling the library's");
     let mut rng = StdRng::seed_from_u64(0x5e7);
