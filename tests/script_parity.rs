@@ -1993,22 +1993,46 @@ fn replies_and_values(
 /// (every command on logs and lease sets, with the other algorithms in
 /// RL.MULTI) get the same replies and leave the same values after every
 /// call, up to a key that may have expired on one server and not the
-/// other (as in compare_exactly). 13,300 logs of two runs written first
-/// fill most of the 8 MB the library keeps sums in (each counts 629
-/// bytes), so that it starts again while the sequences run.
+/// other (as in compare_exactly). First, one log is taken across the
+/// point where the kept sums start again: 12,387 logs of 77 bytes fill
+/// most of the 8 MB the library keeps sums in (each counts its bytes and
+/// 600), and the log's runs (13 bytes each) take it past that.
 #[test]
 fn kept_sums_write_what_reading_the_whole_value_writes() {
     let (kept, whole) = (start_without_module(&[]), start_without_module(&[]));
     let (kept, whole) = (&mut kept.connect(), &mut whole.connect());
     let (through_fcall, through_evalsha) = (fcall(kept), evalsha(whole));
-    let mut fill = redis::pipe();
-    for i in 0..13_300 {
-        for _ in 0..2 {
-            fill.cmd("FCALL").arg(&through_fcall.target).arg(1).arg(format!("fill:{i}"));
-            fill.arg(&["RL.SLIDINGLOG", "10", "1000", "1700000000", "1"]).ignore();
-        }
-    }
-    let () = fill.query(kept).expect("the logs filling the library's");
+    // Runs 1,000,000,001 us apart: `rl1:sl:1700000000000000:1`, then
+    // `,1000000001:1` each.
+    let take = |key: &str, j: u64| Call {
+        op: Op::Take,
+        args: [
+            "RL.SLIDINGLOG",
+            key,
+            "1000",
+            "1000000",
+            &format!("{}.{j:06}", 1_700_000_000 + 1000 * j),
+            "1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        keys: vec![key.to_string()],
+        counts: vec!["1".to_string()],
+    };
+    let fill: Vec<Call> = (0..12_387)
+        .flat_map(|i| (0..5).map(move |j| (i, j)))
+        .map(|(i, j)| take(&format!("fill:{i}"), j))
+        .collect();
+    let _ = replies_and_values(kept, &through_fcall, &fill);
+    let across: Vec<Call> = (0..170).map(|j| take("across", j)).collect();
+    // (Replies and values: the expiry is on each server's own clock.)
+    let texts = |con: &mut redis::Connection, form: &Form| -> Vec<String> {
+        replies_and_values(con, form, &across).0.into_iter().map(|(text, _)| text).collect()
+    };
+    let (a, b) = (texts(kept, &through_fcall), texts(whole, &through_evalsha));
+    assert_eq!(a, b, "a log taken across the kept sums' new start: FCALL, EVALSHA");
+    let log = format!("rl1:sl:1700000000000000:1{}", ",1000000001:1".repeat(169));
+    assert_eq!(a[169], format!("[1, 830, 1000, 0, 1000000000] \"{log}\""));
     let mut rng = StdRng::seed_from_u64(0x5e7);
     let mut compared = 0;
     for index in 0..300 {

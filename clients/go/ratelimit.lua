@@ -1193,17 +1193,16 @@ local function build(name)
                 new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1)
                     .. format(',%s:%d', to_text(minus(now, last)), n)
             end
-            local comma = written and key and find(new, ',', 8, true)
-            if comma and not mode.wide then
-                -- The new value's sums, for a log of two runs or more (one
-                -- run is read at once): its first run's text ends before the
-                -- first comma.
-                local S, size = written[key], #new + 600
+            if written and key and #new > 64 and not mode.wide then
+                -- The new value's sums, for a log past 64 bytes (some 6 runs:
+                -- a shorter one is read in less than an entry costs to make
+                -- and keep). Its first run's text ends before the first comma.
+                local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
                 written_size = written_size + size - (S and #S.value + 600 or 0)
                 if written_size > 8388608 then
                     written, written_size, S = {}, size, nil
                 end
-                local first, first_count, first_stop = at or now, at and count or n, comma - 1
+                local first, first_count, first_stop = at or now, at and count or n, comma and comma - 1 or #new
                 if S then
                     S.value, S.at, S.count, S.stop, S.total, S.last = new, first, first_count, first_stop, total + n, now
                 else -- (made whole: a table given its keys one by one grows at each power of two)
