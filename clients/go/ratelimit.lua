@@ -1055,8 +1055,8 @@ local function build(name)
         part('base')
 
         -- The sums of the logs this library last wrote, by key (a function
-        -- library, FCALL): a value read back as it was written is not read
-        -- again, so a long log costs a call little more than a short one.
+        -- library, FCALL): a value read back as it was written is not parsed
+        -- again (Redis still hashes its every byte as it hands it over).
         -- Each entry counts its value's bytes and 600 (its table, its key, as
         -- measured) towards a size of at most 8 MB (past that it starts
         -- again).
