@@ -1193,10 +1193,12 @@ local function build(name)
                 new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1)
                     .. format(',%s:%d', to_text(minus(now, last)), n)
             end
-            if written and key and #new > 64 and not mode.wide then
-                -- The new value's sums, for a log past 64 bytes (some 6 runs:
-                -- a shorter one is read in less than an entry costs to make
-                -- and keep). Its first run's text ends before the first comma.
+            if written and key and #new > 192 and not mode.wide then
+                -- The new value's sums, for a log past 192 bytes (some 16 to
+                -- 24 runs): a shorter one is read at little cost, and entries
+                -- for the many short logs of many keys would be made and
+                -- dropped all the time. Its first run's text ends before the
+                -- first comma.
                 local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
                 written_size = written_size + size - (S and #S.value + 600 or 0)
                 if written_size > 8388608 then

@@ -1994,37 +1994,37 @@ fn replies_and_values(
 /// RL.MULTI) get the same replies and leave the same values after every
 /// call, up to a key that may have expired on one server and not the
 /// other (as in compare_exactly). First, one log is taken across the
-/// point where the kept sums start again: 12,387 logs of 77 bytes fill
-/// most of the 8 MB the library keeps sums in (each counts its bytes and
-/// 600), and the log's runs (13 bytes each) take it past that.
+/// point where the kept sums start again: logs past 192 bytes fill most of
+/// the 8 MB the library keeps their sums in (each counts its bytes and
+/// 600), and the log's runs take it past that.
 #[test]
 fn kept_sums_write_what_reading_the_whole_value_writes() {
     let (kept, whole) = (start_without_module(&[]), start_without_module(&[]));
     let (kept, whole) = (&mut kept.connect(), &mut whole.connect());
     let (through_fcall, through_evalsha) = (fcall(kept), evalsha(whole));
-    // Runs 1,000,000,001 us apart: `rl1:sl:1700000000000000:1`, then
-    // `,1000000001:1` each.
-    let take = |key: &str, j: u64| Call {
+    // A take of one unit on `key` at `now`, of a limit of 1000 in 4 * 10^9 s
+    // (below 2^52 us, where a call stays plain and its log is kept).
+    let take = |key: &str, now: String| Call {
         op: Op::Take,
-        args: [
-            "RL.SLIDINGLOG",
-            key,
-            "1000",
-            "1000000",
-            &format!("{}.{j:06}", 1_700_000_000 + 1000 * j),
-            "1",
-        ]
-        .map(String::from)
-        .to_vec(),
+        args: ["RL.SLIDINGLOG", key, "1000", "4000000000", &now, "1"].map(String::from).to_vec(),
         keys: vec![key.to_string()],
         counts: vec!["1".to_string()],
     };
-    let fill: Vec<Call> = (0..12_387)
-        .flat_map(|i| (0..5).map(move |j| (i, j)))
-        .map(|(i, j)| take(&format!("fill:{i}"), j))
-        .collect();
-    let _ = replies_and_values(kept, &through_fcall, &fill);
-    let across: Vec<Call> = (0..170).map(|j| take("across", j)).collect();
+    // 10,418 logs of 205 bytes (`rl1:sl:1700000000000000:1`, then
+    // `,270000000000001:1` ten times) fill most of the 8 MB.
+    let mut fill = redis::pipe();
+    for i in 0..10_418 {
+        for j in 0..11u64 {
+            let now = format!("{}.{j:06}", 1_700_000_000 + 270_000_000 * j);
+            let call = as_script(&through_fcall, &take(&format!("fill:{i}"), now).args);
+            fill.cmd(&call[0]).arg(&call[1..]).ignore();
+        }
+    }
+    let () = fill.query(kept).expect("the logs filling the library's");
+    // Then one log, a run of 13 bytes a call (`,1000000001:1`), kept from
+    // its 14th call on and taken past the 8 MB.
+    let across: Vec<Call> =
+        (0..170).map(|j| take("across", format!("{}.{j:06}", 1_700_000_000 + 1000 * j))).collect();
     // (Replies and values: the expiry is on each server's own clock.)
     let texts = |con: &mut redis::Connection, form: &Form| -> Vec<String> {
         replies_and_values(con, form, &across).0.into_iter().map(|(text, _)| text).collect()
@@ -2032,7 +2032,7 @@ fn kept_sums_write_what_reading_the_whole_value_writes() {
     let (a, b) = (texts(kept, &through_fcall), texts(whole, &through_evalsha));
     assert_eq!(a, b, "a log taken across the kept sums' new start: FCALL, EVALSHA");
     let log = format!("rl1:sl:1700000000000000:1{}", ",1000000001:1".repeat(169));
-    assert_eq!(a[169], format!("[1, 830, 1000, 0, 1000000000] \"{log}\""));
+    assert_eq!(a[169], format!("[1, 830, 1000, 0, 4000000000000] \"{log}\""));
     let mut rng = StdRng::seed_from_u64(0x5e7);
     let mut compared = 0;
     for index in 0..300 {
