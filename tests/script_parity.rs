@@ -2022,9 +2022,19 @@ fn kept_sums_write_what_reading_the_whole_value_writes() {
     }
     let () = fill.query(kept).expect("the logs filling the library's");
     // Then one log, a run of 13 bytes a call (`,1000000001:1`), kept from
-    // its 14th call on and taken past the 8 MB.
-    let across: Vec<Call> =
-        (0..170).map(|j| take("across", format!("{}.{j:06}", 1_700_000_000 + 1000 * j))).collect();
+    // its 14th call on and taken past the 8 MB; then 5 units given back
+    // and 3 more taken.
+    let at = |j: u64| format!("{}.{j:06}", 1_700_000_000 + 1000 * j);
+    let mut across: Vec<Call> = (0..170).map(|j| take("across", at(j))).collect();
+    across.push(Call {
+        op: Op::Refund,
+        args: ["RL.REFUND", "across", "SLIDINGLOG", "1000", "4000000000", &at(170), "5"]
+            .map(String::from)
+            .to_vec(),
+        keys: vec!["across".to_string()],
+        counts: vec!["5".to_string()],
+    });
+    across.extend((171..174).map(|j| take("across", at(j))));
     // (Replies and values: the expiry is on each server's own clock.)
     let texts = |con: &mut redis::Connection, form: &Form| -> Vec<String> {
         replies_and_values(con, form, &across).0.into_iter().map(|(text, _)| text).collect()
@@ -2033,6 +2043,9 @@ fn kept_sums_write_what_reading_the_whole_value_writes() {
     assert_eq!(a, b, "a log taken across the kept sums' new start: FCALL, EVALSHA");
     let log = format!("rl1:sl:1700000000000000:1{}", ",1000000001:1".repeat(169));
     assert_eq!(a[169], format!("[1, 830, 1000, 0, 4000000000000] \"{log}\""));
+    let refunded = &log[..log.len() - 13 * 5];
+    assert_eq!(a[170], format!("[1, 835, 1000, 0, 3999994000000] \"{refunded}\""));
+    assert_eq!(a.len(), 174);
     let mut rng = StdRng::seed_from_u64(0x5e7);
     let mut compared = 0;
     for index in 0..300 {

@@ -1062,6 +1062,29 @@ local function build(name)
         -- again).
         local written, written_size = lasting and {}, 0
 
+        -- Keeps the sums of `new`, written to `key`: its first run's time and
+        -- units, its units in all, its newest run's time. The callers keep
+        -- only a log past 192 bytes (some 16 to 24 runs): a shorter one is
+        -- read at little cost, and entries for the many short logs of many
+        -- keys would be made and dropped all the time. (A function library
+        -- only.)
+        local keep = lasting and function(key, new, first, first_count, total, last)
+            if mode.wide then
+                return
+            end
+            local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
+            written_size = written_size + size - (S and #S.value + 600 or 0)
+            if written_size > 8388608 then
+                written, written_size, S = {}, size, nil
+            end
+            local stop = comma and comma - 1 or #new -- (the first run's text ends before the first comma)
+            if S then
+                S.value, S.at, S.count, S.stop, S.total, S.last = new, first, first_count, stop, total, last
+            else -- (made whole: a table given its keys one by one grows at each power of two)
+                written[key] = { value = new, at = first, count = first_count, stop = stop, total = total, last = last }
+            end
+        end
+
         -- A stored log's sums: the first run's time, units and text end, the
         -- units in all, the newest run's time.
         local function decode(value, key)
@@ -1193,33 +1216,18 @@ local function build(name)
                 new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1)
                     .. format(',%s:%d', to_text(minus(now, last)), n)
             end
-            if written and key and #new > 192 and not mode.wide then
-                -- The new value's sums, for a log past 192 bytes (some 16 to
-                -- 24 runs): a shorter one is read at little cost, and entries
-                -- for the many short logs of many keys would be made and
-                -- dropped all the time. Its first run's text ends before the
-                -- first comma.
-                local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
-                written_size = written_size + size - (S and #S.value + 600 or 0)
-                if written_size > 8388608 then
-                    written, written_size, S = {}, size, nil
-                end
-                local first, first_count, first_stop = at or now, at and count or n, comma and comma - 1 or #new
-                if S then
-                    S.value, S.at, S.count, S.stop, S.total, S.last = new, first, first_count, first_stop, total + n, now
-                else -- (made whole: a table given its keys one by one grows at each power of two)
-                    written[key] = { value = new, at = first, count = first_count, stop = first_stop, total = total + n, last = now }
-                end
+            if keep and key and #new > 192 then
+                keep(key, new, at or now, at and count or n, total + n, now)
             end
             return 1, remaining - n, 0, ms(w), nil, new
         end
 
         -- Takes back the `n` newest units still in the window.
-        local function refund(value, now, limit, w, n)
+        local function refund(value, now, limit, w, n, key)
             if not value then
                 return 1, limit, 0, 0
             end
-            local at, count, stop, total, last = decode(value)
+            local at, count, stop, total, last = decode(value, key)
             if lt(now, last) then
                 now = last
             end
@@ -1235,11 +1243,17 @@ local function build(name)
             if n == 0 then
                 return 1, room, 0, reset
             end
+            local new
             if not before then -- (the first run holds it)
-                return 1, room, 0, reset, nil, format('rl1:sl:%s:%d', to_text(at), newest_count)
+                new = format('rl1:sl:%s:%d', to_text(at), newest_count)
+            else
+                new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1, before_stop)
+                    .. format(',%s:%d', to_text(minus(newest, before)), newest_count)
             end
-            return 1, room, 0, reset, nil, format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1, before_stop)
-                .. format(',%s:%d', to_text(minus(newest, before)), newest_count)
+            if keep and key and #new > 192 then
+                keep(key, new, at, before and count or newest_count, left, newest)
+            end
+            return 1, room, 0, reset, nil, new
         end
 
         return {
@@ -1823,7 +1837,7 @@ local function build(name)
                 fail('refund_concurrency') -- a slot comes back by its lease's id
             end
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A.prefix), now, size, per, n)
+            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A.prefix), now, size, per, n, key)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
                 write_state(key, new, reset)
