@@ -77,7 +77,7 @@ local part -- part(name): the part `name`, built on first use (after the parts)
 -- there sets the local `fail` here). The other parts reach them as
 -- upvalues of build(), not as fields of a table or copies in locals of
 -- their own: under EVALSHA both of those are made again on every call.
-local fail, Failure, begin, mode, note, add, minus, lt, mod, muldiv, ms, to_text, within
+local fail, Failure, begin, wide, note, add, minus, lt, mod, muldiv, ms, to_text, within
 local parse_count, parse_size, parse_span, window_limit, now_us, read_state, write_state
 local stored_count, stored_span, stored_time, MAX_SPAN_US, MAX_TIME_US
 -- And the commands part's and the named part's, set the same way.
@@ -137,17 +137,17 @@ local function build(name)
         -- wide: the helpers then work on limbs (the wide part), which hold any
         -- value and are plain numbers below 2^53.
 
-        -- Whether the call is wide: `wide` here, `mode.wide` for the other
-        -- parts; each call starts plain (the commands part sets it so).
-        local wide, W = false, nil
-        mode = { wide = false }
+        -- Whether the call is wide (`wide`, a local of the file's, which every
+        -- part reads); each call starts plain (the commands part sets it so).
+        local W
+        wide = false
 
         local function go_wide()
-            wide, W, mode.wide = true, W or part('wide'), true
+            wide, W = true, W or part('wide')
         end
 
         function begin()
-            wide, mode.wide = false, false
+            wide = false
         end
 
         -- A time-like value as it enters the call: plain, or limbs (which made
@@ -311,7 +311,6 @@ local function build(name)
         -- whole digits and 6 decimals it is read as one double, within 0.23 of
         -- the millionths, which rounding finds; a Unix time's 10 whole digits
         -- are read apart from its decimals.
-        local SCALE = { 100000, 10000, 1000, 100, 10, 1 }
         local function micros(s)
             if not find(s, '^%d*%.?%d*$') or s == '' or s == '.' then
                 return nil
@@ -325,7 +324,7 @@ local function build(name)
                 return floor(s * 1000000 + 0.5)
             elseif whole == 10 and decimals <= 6 and s < '9007199254' then
                 local us = (dot and sub(s, 1, whole) or s) * 1000000
-                return decimals > 0 and us + sub(s, dot + 1) * SCALE[decimals] or us
+                return decimals > 0 and us + sub(s, dot + 1) * 10 ^ (6 - decimals) or us -- (pow, exact here)
             elseif whole > 20 then
                 return nil
             end
@@ -667,21 +666,27 @@ local function build(name)
             return units, pico, stored_time(sub(value, colon + 1))
         end
 
-        -- `<prefix><pico-units>:<now>`, in one format() while `now` is plain.
-        local function encode(prefix, units, pico, now)
-            local wide = mode.wide
-            now = wide and to_text(now) or now
-            if units == 0 then
-                return format(wide and '%s%d:%s' or '%s%d:%d', prefix, pico, now)
+        -- `rl1:tb:<pico-units>:<now>` (`rl1:lb:` for the leaky bucket), in one
+        -- format() while `now` is plain, the prefix written in the format (a
+        -- %s would be one more sprintf).
+        local function encode(units, pico, now, leaky)
+            if wide then
+                local prefix = leaky and 'rl1:lb:' or 'rl1:tb:'
+                if units == 0 then
+                    return format('%s%d:%s', prefix, pico, to_text(now))
+                end
+                return format('%s%d%012d:%s', prefix, units, pico, to_text(now))
+            elseif units == 0 then
+                return format(leaky and 'rl1:lb:%d:%d' or 'rl1:tb:%d:%d', pico, now)
             end
-            return format(wide and '%s%d%012d:%s' or '%s%d%012d:%d', prefix, units, pico, now)
+            return format(leaky and 'rl1:lb:%d%012d:%d' or 'rl1:tb:%d%012d:%d', units, pico, now)
         end
 
         -- Pico-units flowing from `from` to `to`, as (units, pico); past
         -- `most` units, most + 1 (all it takes to fill or drain what is there).
         local function flow(from, to, rate, most)
             local elapsed = minus(to, from)
-            if not mode.wide and elapsed * rate > (most + 2) * 1.000001e12 then
+            if not wide and elapsed * rate > (most + 2) * 1.000001e12 then
                 return most + 1, 0
             end
             local units, pico = muldiv(elapsed, rate, PICO, 0)
@@ -742,7 +747,7 @@ local function build(name)
             if n == 0 or look then
                 return 1, units, 0, reset
             end
-            return 1, units, 0, reset, nil, encode('rl1:tb:', units, pico, now)
+            return 1, units, 0, reset, nil, encode(units, pico, now)
         end
 
         -- Gives `n` tokens back, up to the capacity.
@@ -758,7 +763,7 @@ local function build(name)
             if not value or n == 0 then
                 return 1, units, 0, reset
             end
-            return 1, units, 0, reset, nil, encode('rl1:tb:', units, pico, now)
+            return 1, units, 0, reset, nil, encode(units, pico, now)
         end
 
         return {
@@ -824,7 +829,7 @@ local function build(name)
             if n == 0 or look then
                 return 1, free(capacity, queued, pico), 0, reset, wait
             end
-            return 1, free(capacity, queued, pico), 0, reset, wait, T.encode('rl1:lb:', queued, pico, now)
+            return 1, free(capacity, queued, pico), 0, reset, wait, T.encode(queued, pico, now, true)
         end
 
         -- Takes `n` units off the queue, not below empty.
@@ -840,7 +845,7 @@ local function build(name)
             if not value or n == 0 then
                 return 1, free(capacity, units, pico), 0, reset, reset
             end
-            return 1, free(capacity, units, pico), 0, reset, reset, T.encode('rl1:lb:', units, pico, now)
+            return 1, free(capacity, units, pico), 0, reset, reset, T.encode(units, pico, now, true)
         end
 
         return {
@@ -877,7 +882,7 @@ local function build(name)
         end
 
         local function encode(now, count)
-            if mode.wide then
+            if wide then
                 return format('rl1:fw:%s:%d', to_text(now), count)
             end
             return format('rl1:fw:%d:%d', now, count)
@@ -975,7 +980,7 @@ local function build(name)
         end
 
         local function encode(now, previous, current)
-            if mode.wide then
+            if wide then
                 return format('rl1:sw:%s:%d:%d', to_text(now), previous, current)
             end
             return format('rl1:sw:%d:%d:%d', now, previous, current)
@@ -1069,7 +1074,7 @@ local function build(name)
         -- keys would be made and dropped all the time. (A function library
         -- only.)
         local keep = lasting and function(key, new, first, first_count, total, last)
-            if mode.wide then
+            if wide then
                 return
             end
             local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
@@ -1102,7 +1107,7 @@ local function build(name)
                     fail('corrupt')
                 end
                 local s = #step
-                local plain = not mode.wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
+                local plain = not wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
                 if plain and plain < 4503599627370496 then
                     -- The usual run, read at once: a step below 2^52, a count
                     -- below 10^15 (as stored_span and stored_count read them).
@@ -1143,14 +1148,13 @@ local function build(name)
                 return nil
             end
             local _, ends, step, count = find(value, '^(%d+):(%d+)', stop + 2)
-            return mode.wide and add(at, stored_span(step)) or at + step, count == '1' and 1 or count + 0, ends
+            return wide and add(at, stored_span(step)) or at + step, count == '1' and 1 or count + 0, ends
         end
 
         -- From the run at `at` (`count` units, text ending at `stop`): the
         -- first run still in the window (nil: none is) and the units from
         -- there on. A unit logged at s counts while s > now - w (s >= now + 1 - w).
         local function live(value, at, count, stop, total, now, w)
-            local wide = mode.wide
             local cutoff = wide and (lt(now, w) and 0 or add(minus(now, w), 1)) or (now < w and 0 or now - w + 1)
             while at and (wide and lt(at, cutoff) or not wide and at < cutoff) do
                 total = total - count
@@ -1161,7 +1165,7 @@ local function build(name)
 
         -- Milliseconds until a unit logged at `at` (in the window) leaves it.
         local function leaves(now, at, w)
-            return ms(mode.wide and minus(w, minus(now, at)) or w - (now - at))
+            return ms(wide and minus(w, minus(now, at)) or w - (now - at))
         end
 
         -- From the run at `at` (`count` units, text ending at `stop`), the run
@@ -1208,9 +1212,9 @@ local function build(name)
             local new
             if not at then
                 new = format('rl1:sl:%s:%d', to_text(now), n)
-            elseif stop == first_stop and not mode.wide then
+            elseif stop == first_stop and not wide then
                 new = value .. format(',%d:%d', now - last, n)
-            elseif not mode.wide then
+            elseif not wide then
                 new = format('rl1:sl:%d:%d%s,%d:%d', at, count, sub(value, stop + 1), now - last, n)
             else
                 new = format('rl1:sl:%s:%d', to_text(at), count) .. sub(value, stop + 1)
@@ -1271,7 +1275,9 @@ local function build(name)
         -- reply is the new lease's id (0: none taken). The commands pass the
         -- key too, for the sets a function library keeps (`written`).
         part('base')
-        local concat = table.concat -- (table.sort is read as a global on the rare path using it)
+        -- (table.concat and table.sort are read as globals on the rare paths
+        -- using them: a local for each would be one more upvalue built on every
+        -- EVALSHA call.)
 
         -- The limit and the lease.
         local function parse(a, b)
@@ -1280,17 +1286,12 @@ local function build(name)
 
         -- The leases decode reads, in a table and arrays used again by the
         -- next call (a call reads its keys one at a time; entries past `count`
-        -- are left from before). Those of a key holding many are let go. (Made
-        -- with its fields and room for four leases: under EVALSHA it is made
-        -- on every call, and a table given keys one by one is grown at each
-        -- power of two.)
-        local kept = {
-            ids = { nil, nil, nil, nil },
-            ends = { nil, nil, nil, nil },
-            slots = { nil, nil, nil, nil },
-            stops = { nil, nil, nil, nil },
-            last = 0, next_id = 0, first = 0, count = 0, held = 0, first_end = 0, last_end = 0,
-        }
+        -- are left from before), made when first needed. Those of a key
+        -- holding many are let go. (Made with its fields and room for four
+        -- leases: under EVALSHA it is made on every call that reads leases one
+        -- by one, and a table given keys one by one is grown at each power of
+        -- two.)
+        local kept
 
         -- The leases of the value this library last wrote to a key, by key: a
         -- value read back as it was written (the entry's `value`) needs no
@@ -1305,7 +1306,9 @@ local function build(name)
         -- least 1 slot, 2^53 - 1 in all; ids rising from 1, below the next id,
         -- which is at most 2^53 (the one number past 2^53 - 1 a double holds
         -- exactly).
-        local function decode(value, key)
+        -- With `sums` (and no set kept by key), only the sums are read, in a
+        -- table of their own, with no arrays (`ids` false).
+        local function decode(value, key, sums)
             local L = written and key and written[key]
             if L and L.value == value then
                 return L
@@ -1316,16 +1319,26 @@ local function build(name)
             end
             last = stored_time(last)
             next_id = next_id == '9007199254740992' and next_id + 0 or stored_count(next_id, 1)
-            if kept.ids[257] then -- a damaged long set's, read last
-                kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+            if sums and not written then
+                L = { last = last, next_id = next_id, first = stop + 1, count = 0, held = 0, first_end = false, last_end = false }
+            else
+                if not kept or kept.ids[257] then -- (a damaged long set's, read last)
+                    kept = {
+                        ids = { nil, nil, nil, nil },
+                        ends = { nil, nil, nil, nil },
+                        slots = { nil, nil, nil, nil },
+                        stops = { nil, nil, nil, nil },
+                        last = 0, next_id = 0, first = 0, count = 0, held = 0, first_end = 0, last_end = 0,
+                    }
+                end
+                L = kept
+                L.last, L.next_id, L.first, L.first_end = last, next_id, stop + 1, nil
             end
-            L = kept
-            L.last, L.next_id, L.first, L.first_end = last, next_id, stop + 1, nil
             local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
             local count, total, previous, length = 0, 0, 0, #value
             -- (plain: every lease read at once so far, and its first and last
             -- end; a lease that is not turns the rest to the exact reading.)
-            local position, first_end, last_end, plain = L.first, nil, nil, not mode.wide
+            local position, first_end, last_end, plain = L.first, nil, nil, not wide
             while true do
                 -- Each field starts with 1 to 9: a leading zero is damage.
                 local id, end_text, n
@@ -1356,7 +1369,9 @@ local function build(name)
                     end
                 end
                 count = count + 1
-                ids[count], ends[count], slots[count], stops[count] = id, ends_at, n, stop
+                if ids then
+                    ids[count], ends[count], slots[count], stops[count] = id, ends_at, n, stop
+                end
                 previous = id
                 if stop == length then
                     break
@@ -1371,8 +1386,8 @@ local function build(name)
             -- The sums (every lease live at the last update): at and encode
             -- need not go through the leases while `now` is before the first end.
             L.count, L.held, L.first_end, L.last_end = count, total, plain and first_end or nil, last_end
-            if count > 256 then
-                kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+            if count > 256 and ids then
+                kept = nil
             end
             return L
         end
@@ -1380,7 +1395,7 @@ local function build(name)
         -- Slots held at `now`, milliseconds until every live lease but lease
         -- `except` has run out, and the index of lease `except` when live.
         local function at(L, now, except)
-            if L and L.first_end and not mode.wide and now < L.first_end then
+            if L and L.first_end and not wide and now < L.first_end then
                 -- Every lease live: the sums decode or encode left, and lease
                 -- `except` found by its id (the ids ascend). The latest end of
                 -- the others is the last end unless `except` holds it.
@@ -1413,7 +1428,7 @@ local function build(name)
             end
             local held, latest, found = 0, nil, nil
             if L then
-                local ids, ends, slots, plain = L.ids, L.ends, L.slots, not mode.wide
+                local ids, ends, slots, plain = L.ids, L.ends, L.slots, not wide
                 for i = 1, L.count do
                     local ends_at = ends[i]
                     if plain and now < ends_at or not plain and lt(now, ends_at) then
@@ -1442,7 +1457,7 @@ local function build(name)
         -- again (entries past its `n` are left from before).
         local pieces
         local function encode(key, value, L, now, next_id, gone, renewed, renewed_end, added_id, added_end, added_slots)
-            local plain = not mode.wide
+            local plain = not wide
             local head = plain and format('rl1:cc:%d:%d:', now, next_id)
                 or format('rl1:cc:%s:%s:', to_text(now), to_text(next_id))
             local old = written and key and written[key]
@@ -1456,13 +1471,16 @@ local function build(name)
                 -- Every lease live: copied whole, and L's arrays (for N) as
                 -- they are, their ends moved by the change of the head's length.
                 count, held, first_end, last_end = L.count, L.held, L.first_end, L.last_end
-                local stops, shift = L.stops, #head + 1 - L.first
-                if N and shift ~= 0 then
-                    for i = 1, count do
-                        stops[i] = stops[i] + shift
+                whole = sub(value, L.first)
+                if N then
+                    local stops, shift = L.stops, #head + 1 - L.first
+                    if shift ~= 0 then
+                        for i = 1, count do
+                            stops[i] = stops[i] + shift
+                        end
                     end
+                    stop = stops[count]
                 end
-                whole, stop = sub(value, L.first), stops[count]
             elseif plain and gone and L.count > 1 and L.first_end and now < L.first_end then
                 -- Every lease live but lease `gone`, let go: the text before it
                 -- and after it, and L's arrays (for N) without it, the ends
@@ -1550,7 +1568,7 @@ local function build(name)
                     n = n + 1
                     pieces[n] = added
                 end
-                new = head .. concat(pieces, ',', 1, n)
+                new = head .. table.concat(pieces, ',', 1, n)
                 if n > 256 then
                     pieces = nil
                 end
@@ -1560,7 +1578,7 @@ local function build(name)
                 N.value, N.last, N.next_id, N.first, N.count = new, now, next_id, #head + 1, count
                 N.held, N.first_end, N.last_end = held, first_end, last_end
                 if N == kept then
-                    kept = { ids = {}, ends = {}, slots = {}, stops = {} }
+                    kept = nil
                 end
                 written_size = written_size - (old_size or 0) + count + 8
                 if written_size > 32768 then
@@ -1573,19 +1591,17 @@ local function build(name)
             return new
         end
 
-        local function leases(value, now, key)
-            local L = value and decode(value, key)
-            if L and lt(now, L.last) then
-                now = L.last
-            end
-            return L, now
-        end
-
         -- RL.ACQUIRE: `n` slots under a new lease when at most `limit` are then
-        -- held; `n` = 0 (or `look`) only looks.
+        -- held; `n` = 0 (or `look`) only looks. The sums are enough when every
+        -- lease is live and n more fit; else the leases are read one by one.
         local function take(value, now, limit, lease, n, look, key)
-            local L
-            L, now = leases(value, now, key)
+            local L = value and decode(value, key, true)
+            if L and lt(now, L.last) then
+                now = L.last -- (never before the last update)
+            end
+            if L and not L.ids and not (L.first_end and not wide and now < L.first_end and L.held <= limit - n) then
+                L = decode(value, key)
+            end
             local held, reset = at(L, now)
             local remaining = held < limit and limit - held or 0
             if n > limit then
@@ -1626,45 +1642,21 @@ local function build(name)
             end
             if look then
                 return 1, remaining - n, 0, reset, 0 -- a look holds no lease
+            elseif L and not L.ids and wide then
+                L = decode(value, key) -- (the new lease's end made the call wide)
             end
             return 1, remaining - n, 0, reset, id, encode(key, value, L, now, id + 1, nil, nil, nil, id, ends_at, n)
         end
 
-        -- RL.RELEASE: frees lease `id` when it is still held at `now`. Returns
-        -- released (1 or 0), the slots held, reset_after_ms and the new value.
-        local function release(value, now, id, key)
-            local L
-            L, now = leases(value, now, key)
-            local held, others, found = at(L, now, id)
-            if not found then
-                return 0, held, others
-            end
-            held = held - L.slots[found] -- (before encode, which may reuse L)
-            return 1, held, others, encode(key, value, L, now, L.next_id, found)
-        end
-
-        -- RL.RENEW: makes lease `id`, when still held at `now`, run out at
-        -- `now + lease`.
-        local function renew(value, now, id, lease, key)
-            local L
-            L, now = leases(value, now, key)
-            local held, others, found = at(L, now, id)
-            if not found then
-                return 0, held, others
-            end
-            local reset = ms(lease)
-            if lt(reset, others) then
-                reset = others
-            end
-            return 1, held, reset, encode(key, value, L, now, L.next_id, nil, id, add(now, lease))
-        end
-
+        -- (RL.RELEASE and RL.RENEW, in the leases part, go through the leases
+        -- with these.)
         return {
             prefix = 'rl1:cc:',
             parse = parse,
             take = take,
-            release = release,
-            renew = renew,
+            decode = decode,
+            at = at,
+            encode = encode,
         }
     elseif name == 'commands' then
         -- Commands ------------------------------------------------------------
@@ -1695,29 +1687,39 @@ local function build(name)
         end
 
         function fields(size, allowed, remaining, retry, reset, sixth)
-            if mode.wide then
+            if wide then
                 check(retry, reset, sixth)
             end
             return { allowed, remaining, size, retry, reset, sixth }
         end
 
-        -- The commands by name: the part of the algorithm that RL.TOKENBUCKET,
-        -- RL.LEAKYBUCKET, RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and
-        -- RL.ACQUIRE take from (key a b now [n]; the algorithms' parts have
-        -- two-letter names), or the part holding the command.
-        local COMMANDS = {
-            ['RL.TOKENBUCKET'] = 'tb',
-            ['RL.LEAKYBUCKET'] = 'lb',
-            ['RL.FIXEDWINDOW'] = 'fw',
-            ['RL.SLIDINGWINDOW'] = 'sw',
-            ['RL.SLIDINGLOG'] = 'sl',
-            ['RL.ACQUIRE'] = 'cc',
-            ['RL.PEEK'] = 'named',
-            ['RL.REFUND'] = 'named',
-            ['RL.MULTI'] = 'multi',
-            ['RL.RELEASE'] = 'leases',
-            ['RL.RENEW'] = 'leases',
-        }
+        -- The part a command is in: for RL.TOKENBUCKET, RL.LEAKYBUCKET,
+        -- RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and RL.ACQUIRE (key a b
+        -- now [n]) the part of their algorithm, which `take` below calls (the
+        -- algorithms' parts have two-letter names); else the part holding the
+        -- command. (The names are compared in turn: under EVALSHA a table of
+        -- them would be made on every call, some 4,600 instructions.)
+        local function part_of(name)
+            if name == 'RL.TOKENBUCKET' then
+                return 'tb'
+            elseif name == 'RL.MULTI' then
+                return 'multi'
+            elseif name == 'RL.SLIDINGWINDOW' then
+                return 'sw'
+            elseif name == 'RL.FIXEDWINDOW' then
+                return 'fw'
+            elseif name == 'RL.ACQUIRE' then
+                return 'cc'
+            elseif name == 'RL.RELEASE' or name == 'RL.RENEW' then
+                return 'leases'
+            elseif name == 'RL.SLIDINGLOG' then
+                return 'sl'
+            elseif name == 'RL.LEAKYBUCKET' then
+                return 'lb'
+            elseif name == 'RL.PEEK' or name == 'RL.REFUND' then
+                return 'named'
+            end
+        end
 
         -- A limit's `a` and `b` as the algorithm `A` parses them. They repeat
         -- from call to call: a function library keeps the parse of up to 1000
@@ -1731,7 +1733,7 @@ local function build(name)
                 return hit[1], hit[2]
             end
             local size, per = A.parse(a, b)
-            if lasting and not mode.wide then
+            if lasting and not wide then
                 kept, pairs_kept = kept or {}, pairs_kept or {}
                 if not memo or pairs_kept[A] >= 1000 then
                     memo = {}
@@ -1743,11 +1745,11 @@ local function build(name)
             return size, per
         end
 
-        local function take(keys, argv, name)
+        local function take(keys, argv, name, code)
             if #keys ~= 1 or #argv < 4 then
                 fail(arity(name))
             end
-            local A = part(COMMANDS[name])
+            local A = part(code)
             local size, per = parse_limit(A, argv[2], argv[3])
             local now = now_us(argv[4])
             if #argv > 5 then
@@ -1767,16 +1769,16 @@ local function build(name)
         function call(keys, argv)
             begin()
             local name = argv[1] or ''
-            local code = COMMANDS[name]
+            local code = part_of(name)
             if not code then
                 name = string.upper(name)
-                code = COMMANDS[name]
+                code = part_of(name)
             end
             local command = code and (#code == 2 and take or part(code)[name])
             if not command then
                 return redis.error_reply('ERR unknown command \'' .. tostring(argv[1]) .. '\' for redis-ratelimit script mode')
             end
-            local ok, result = pcall(command, keys, argv, name)
+            local ok, result = pcall(command, keys, argv, name, code)
             if ok then
                 return result
             elseif getmetatable(result) == Failure then
@@ -1790,20 +1792,29 @@ local function build(name)
         -- Limits named in a call: RL.PEEK, RL.REFUND, and their parsing for RL.MULTI
         part('commands')
 
-        local ALGORITHMS = {
-            TOKENBUCKET = 'tb',
-            LEAKYBUCKET = 'lb',
-            FIXEDWINDOW = 'fw',
-            SLIDINGWINDOW = 'sw',
-            SLIDINGLOG = 'sl',
-            CONCURRENCY = 'cc',
-        }
+        -- The part of the algorithm `name` (nil: none). (Compared in turn: under
+        -- EVALSHA a table of the names would be made on every call. string.upper,
+        -- on a rare path, is read as a global: a local for it would be one more
+        -- upvalue built on every EVALSHA call.)
+        local function algorithm(name)
+            if name == 'TOKENBUCKET' then
+                return 'tb'
+            elseif name == 'FIXEDWINDOW' then
+                return 'fw'
+            elseif name == 'SLIDINGWINDOW' then
+                return 'sw'
+            elseif name == 'CONCURRENCY' then
+                return 'cc'
+            elseif name == 'SLIDINGLOG' then
+                return 'sl'
+            elseif name == 'LEAKYBUCKET' then
+                return 'lb'
+            end
+        end
 
         -- A limit named in the call: its algorithm's part, size and per.
-        -- (string.upper, on a rare path, is read as a global: a local for it
-        -- would be one more upvalue built on every EVALSHA call.)
         function named_limit(name, a, b)
-            local A = part(ALGORITHMS[name] or ALGORITHMS[string.upper(name)] or fail('algorithm'))
+            local A = part(algorithm(name) or algorithm(string.upper(name)) or fail('algorithm'))
             return A, parse_limit(A, a, b)
         end
 
@@ -1933,7 +1944,7 @@ local function build(name)
                     -- state as a look (n = 0) does.
                     f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
                 end
-                if mode.wide then
+                if wide then
                     check(f[4], f[5], f[6])
                 end
                 if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
@@ -1977,16 +1988,29 @@ local function build(name)
             local now = now_us(argv[renew and 4 or 3])
             local key, C = keys[1], part('cc')
             local value = read_state(key, 'rl1:cc:')
-            local done, held, reset, new
+            -- Lease `id`, when still held at `now`: RL.RELEASE frees it, RL.RENEW
+            -- makes it run out at `now + lease`.
+            local L = value and C.decode(value, key)
+            if L and lt(now, L.last) then
+                now = L.last
+            end
+            local held, others, found = C.at(L, now, id)
+            if not found then
+                return { 0, held, others }
+            end
+            local reset, new = others, nil
             if renew then
-                done, held, reset, new = C.renew(value, now, id, lease, key)
+                reset = ms(lease)
+                if lt(reset, others) then
+                    reset = others
+                end
+                new = C.encode(key, value, L, now, L.next_id, nil, id, add(now, lease))
             else
-                done, held, reset, new = C.release(value, now, id, key)
+                held = held - L.slots[found] -- (before encode, which may reuse L)
+                new = C.encode(key, value, L, now, L.next_id, found)
             end
-            if new then
-                write_state(key, new, reset)
-            end
-            return { done, held, reset }
+            write_state(key, new, reset)
+            return { 1, held, reset }
         end
 
         return { ['RL.RELEASE'] = command, ['RL.RENEW'] = command }

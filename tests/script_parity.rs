@@ -1867,6 +1867,15 @@ fn concurrency_at_the_ends_of_its_ranges_agrees_exactly(load: Load) {
             "[0, 9007199254740991, 1000000000000000]",
         ),
         (&["RL.RELEASE", "top", "1", end], "[1, 0, 0]"),
+        // A lease ending past 2^52 microseconds (`now` and the lease each
+        // below) beside a short one.
+        (&["RL.ACQUIRE", "mixed", "5", "10", "600000000", "1"], "[1, 4, 5, 0, 10000, 1]"),
+        (
+            &["RL.ACQUIRE", "mixed", "5", "4000000000", "600000001", "1"],
+            "[1, 3, 5, 0, 4000000000000, 2]",
+        ),
+        (&["RL.RELEASE", "mixed", "2", "600000001"], "[1, 1, 9000]"),
+        (&["RL.RELEASE", "mixed", "1", "600000001"], "[1, 0, 0]"),
         // The shortest lease, counted to the microsecond.
         (&["RL.ACQUIRE", "short", "1", "0.001", "1000", "1"], "[1, 0, 1, 0, 1, 1]"),
         (&["PEXPIRE", "short", "100000000"], "1"),
@@ -1897,7 +1906,7 @@ fn concurrency_at_the_ends_of_its_ranges_agrees_exactly(load: Load) {
     let state: Option<String> = redis::cmd("GET").arg("spent").query(script).unwrap();
     assert_eq!(state.as_deref(), Some("rl1:cc:1010000000:3:1:1020000000:1,2:1020000000:1"));
     for con in [module, script] {
-        let exists: i64 = redis::cmd("EXISTS").arg(&["top", "short"]).query(con).unwrap();
+        let exists: i64 = redis::cmd("EXISTS").arg(&["top", "short", "mixed"]).query(con).unwrap();
         assert_eq!(exists, 0, "the last release deletes the key");
     }
 }
