@@ -851,7 +851,7 @@ fn exact_products_in_doubles_agree_with_u128() {
             local out = {}
             part('base')
             for i = 1, #args, 4 do
-                begin()
+                wide = false
                 local q, r = muldiv(tonumber(args[i]), tonumber(args[i + 1]), tonumber(args[i + 2]), tonumber(args[i + 3]))
                 out[#out + 1] = to_text(q) .. ' ' .. to_text(r)
             end

@@ -77,7 +77,7 @@ local part -- part(name): the part `name`, built on first use (after the parts)
 -- there sets the local `fail` here). The other parts reach them as
 -- upvalues of build(), not as fields of a table or copies in locals of
 -- their own: under EVALSHA both of those are made again on every call.
-local fail, Failure, begin, wide, note, add, minus, lt, mod, muldiv, ms, to_text, within
+local fail, Failure, wide, note, add, minus, lt, mod, muldiv, ms, to_text, within
 local parse_count, parse_size, parse_span, window_limit, now_us, read_state, write_state
 local stored_count, stored_span, stored_time, MAX_SPAN_US, MAX_TIME_US
 -- And the commands part's and the named part's, set the same way.
@@ -144,10 +144,6 @@ local function build(name)
 
         local function go_wide()
             wide, W = true, W or part('wide')
-        end
-
-        function begin()
-            wide = false
         end
 
         -- A time-like value as it enters the call: plain, or limbs (which made
@@ -1686,11 +1682,19 @@ local function build(name)
             end
         end
 
+        -- A function library answers with the same table every time (Redis
+        -- has read a reply before the next call), making none.
+        local kept_reply = lasting and { nil, nil, nil, nil, nil, nil }
         function fields(size, allowed, remaining, retry, reset, sixth)
             if wide then
                 check(retry, reset, sixth)
             end
-            return { allowed, remaining, size, retry, reset, sixth }
+            local reply = kept_reply
+            if not reply then
+                return { allowed, remaining, size, retry, reset, sixth }
+            end
+            reply[1], reply[2], reply[3], reply[4], reply[5], reply[6] = allowed, remaining, size, retry, reset, sixth
+            return reply
         end
 
         -- The part a command is in: for RL.TOKENBUCKET, RL.LEAKYBUCKET,
@@ -1767,7 +1771,7 @@ local function build(name)
 
         -- A call: the command's reply, or its error as an error reply.
         function call(keys, argv)
-            begin()
+            wide = false -- (each call starts plain)
             local name = argv[1] or ''
             local code = part_of(name)
             if not code then
