@@ -1682,19 +1682,11 @@ local function build(name)
             end
         end
 
-        -- A function library answers with the same table every time (Redis
-        -- has read a reply before the next call), making none.
-        local kept_reply = lasting and { nil, nil, nil, nil, nil, nil }
         function fields(size, allowed, remaining, retry, reset, sixth)
             if wide then
                 check(retry, reset, sixth)
             end
-            local reply = kept_reply
-            if not reply then
-                return { allowed, remaining, size, retry, reset, sixth }
-            end
-            reply[1], reply[2], reply[3], reply[4], reply[5], reply[6] = allowed, remaining, size, retry, reset, sixth
-            return reply
+            return { allowed, remaining, size, retry, reset, sixth }
         end
 
         -- The part a command is in: for RL.TOKENBUCKET, RL.LEAKYBUCKET,
@@ -1871,6 +1863,9 @@ local function build(name)
         -- through a set left empty for the next call).
         local seen = {}
         local function repeated(keys, k)
+            if k <= 2 then
+                return k == 2 and keys[1] == keys[2] -- (the usual case, at once)
+            end
             local twice = false
             if k <= 8 then
                 for i = 2, k do
