@@ -1702,6 +1702,7 @@ fn replies_past_2_53_are_refused_and_change_nothing(load: Load) {
         &["RL.LEAKYBUCKET", "q", "2", "0.000001", "1000", "0"],
         &["RL.PEEK", "q", "LEAKYBUCKET", "2", "0.000001", "1000"],
         &["RL.MULTI", "1", "q", "1000", "LEAKYBUCKET", "2", "0.000001", "1"],
+        &["RL.MULTI", "1", "q", "1000", "LEAKYBUCKET", "2", "0.000001", "0"],
         &["RL.REFUND", "q", "LEAKYBUCKET", "2", "0.000001", "1000", "1"],
     ] {
         let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();

@@ -674,6 +674,8 @@ local function build(name)
                 return format('%s%d%012d:%s', prefix, units, pico, to_text(now))
             elseif units == 0 then
                 return format(leaky and 'rl1:lb:%d:%d' or 'rl1:tb:%d:%d', pico, now)
+            elseif pico == 0 then -- (a full bucket less whole units: a new key's)
+                return format(leaky and 'rl1:lb:%d000000000000:%d' or 'rl1:tb:%d000000000000:%d', units, now)
             end
             return format(leaky and 'rl1:lb:%d%012d:%d' or 'rl1:tb:%d%012d:%d', units, pico, now)
         end
@@ -1808,9 +1810,18 @@ local function build(name)
             end
         end
 
-        -- A limit named in the call: its algorithm's part, size and per.
+        -- A limit named in the call: its algorithm's part, size and per. (A
+        -- function library keeps the parts by the names written in capitals.)
+        local by_name = lasting and {}
         function named_limit(name, a, b)
-            local A = part(algorithm(name) or algorithm(string.upper(name)) or fail('algorithm'))
+            local A = by_name and by_name[name]
+            if not A then
+                local code = algorithm(name)
+                A = part(code or algorithm(string.upper(name)) or fail('algorithm'))
+                if code and by_name then
+                    by_name[name] = A
+                end
+            end
             return A, parse_limit(A, a, b)
         end
 
@@ -1935,19 +1946,25 @@ local function build(name)
                 end
                 allowed = allowed and admitted == 1
             end
-            local retry = 0
-            for i = 1, k do
-                local f = reply[2 + i]
-                if not allowed and f[1] == 1 then
-                    -- Nothing is taken: a limit that would admit reports its
-                    -- state as a look (n = 0) does.
-                    f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
+            if not allowed or wide then
+                -- (An admitted plain call has nothing more to do here.)
+                local retry = 0
+                for i = 1, k do
+                    local f = reply[2 + i]
+                    if not allowed and f[1] == 1 then
+                        -- Nothing is taken: a limit that would admit reports its
+                        -- state as a look (n = 0) does.
+                        f[1], f[2], f[4], f[5], f[6] = limits[i].take(values[i], now, sizes[i], pers[i], 0)
+                    end
+                    if wide then
+                        check(f[4], f[5], f[6])
+                    end
+                    if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
+                        retry = f[4]
+                    end
                 end
-                if wide then
-                    check(f[4], f[5], f[6])
-                end
-                if retry ~= -1 and (f[4] == -1 or f[4] > retry) then
-                    retry = f[4]
+                if not allowed then
+                    reply[1], reply[2] = 0, retry
                 end
             end
             for i = 1, k do
@@ -1955,9 +1972,6 @@ local function build(name)
                     write_state(keys[i], news[i], reply[2 + i][5])
                 end
                 values[i], news[i] = nil, nil
-            end
-            if not allowed then
-                reply[1], reply[2] = 0, retry
             end
             return reply
         end
