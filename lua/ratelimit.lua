@@ -1305,7 +1305,7 @@ local function build(name)
         -- which is at most 2^53 (the one number past 2^53 - 1 a double holds
         -- exactly).
         -- With `sums` (and no set kept by key), only the sums are read, in a
-        -- table of their own, with no arrays (`ids` false).
+        -- table of their own, with no arrays (no `ids`).
         local function decode(value, key, sums)
             local L = written and key and written[key]
             if L and L.value == value then
