@@ -387,11 +387,16 @@ local function build(name)
         end
 
         -- The new state, expiring when the limiter is fresh again; no key
-        -- when it is fresh already. (PX in decimal: Redis would write a number
+        -- when it is fresh already. A value starting with a comma is a
+        -- sliding log's new run, appended to the stored log (a stored value
+        -- starts with `rl1:`). (PX in decimal: Redis would write a number
         -- argument with %.17g, a slower printf.)
         function write_state(key, value, reset_ms)
             if reset_ms == 0 then
                 redis.call('DEL', key)
+            elseif byte(value) == 44 then -- ','
+                redis.call('APPEND', key, value)
+                redis.call('PEXPIRE', key, format('%d', reset_ms))
             else
                 redis.call('SET', key, value, 'PX', format('%d', reset_ms))
             end
@@ -1070,21 +1075,28 @@ local function build(name)
         -- only a log past 192 bytes (some 16 to 24 runs): a shorter one is
         -- read at little cost, and entries for the many short logs of many
         -- keys would be made and dropped all the time. (A function library
-        -- only.)
-        local keep = lasting and function(key, new, first, first_count, total, last)
+        -- only.) A run appended to `old` (`new` its text, see take) is kept
+        -- as the two pieces, `head` and `tail`, the whole never made.
+        local keep = lasting and function(key, new, first, first_count, total, last, old)
             if wide then
                 return
             end
-            local S, size, comma = written[key], #new + 600, find(new, ',', 8, true)
-            written_size = written_size + size - (S and #S.value + 600 or 0)
+            local whole = old or new
+            local S, size, comma = written[key], #whole + (old and #new or 0) + 600, find(whole, ',', 8, true)
+            written_size = written_size + size - (S and S.size or 0)
             if written_size > 8388608 then
                 written, written_size, S = {}, size, nil
             end
-            local stop = comma and comma - 1 or #new -- (the first run's text ends before the first comma)
+            local stop = comma and comma - 1 or #whole -- (the first run's text ends before the first comma)
+            local value, tail = not old and new or nil, old and new
             if S then
-                S.value, S.at, S.count, S.stop, S.total, S.last = new, first, first_count, stop, total, last
+                S.value, S.head, S.tail, S.size = value, old, tail, size
+                S.at, S.count, S.stop, S.total, S.last = first, first_count, stop, total, last
             else -- (made whole: a table given its keys one by one grows at each power of two)
-                written[key] = { value = new, at = first, count = first_count, stop = stop, total = total, last = last }
+                written[key] = {
+                    value = value, head = old, tail = tail, size = size,
+                    at = first, count = first_count, stop = stop, total = total, last = last,
+                }
             end
         end
 
@@ -1092,20 +1104,31 @@ local function build(name)
         -- units in all, the newest run's time.
         local function decode(value, key)
             local S = written and key and written[key]
-            if S and S.value == value then
-                return S.at, S.count, S.stop, S.total, S.last
+            if S then
+                local head, tail = S.head, S.tail
+                if S.value == value or head and #value == #head + #tail
+                    and find(value, tail, #head + 1, true) and find(value, head, 1, true) == 1 then
+                    -- (An appended value is compared in place: no piece of it
+                    -- is made.)
+                    S.value, S.head, S.tail = value, nil, nil
+                    return S.at, S.count, S.stop, S.total, S.last
+                end
             end
             local first, first_count, first_stop -- (the first run's)
             local total, at, position, length = 0, 0, 8, #value
+            -- The first run, then each one with the comma before it. A step
+            -- and a count start with 1 to 9 (a leading zero is damage), but
+            -- a step may be 0.
+            local pattern, zero = '^([1-9]%d*):([1-9]%d*)', '^(0):([1-9]%d*)'
             while true do
-                -- A count starts with 1 to 9 (a leading zero is damage); a
-                -- step may be 0.
-                local _, stop, step, count = find(value, '^(%d+):([1-9]%d*)', position)
+                local _, stop, step, count = find(value, pattern, position)
                 if not stop then
-                    fail('corrupt')
+                    _, stop, step, count = find(value, zero, position)
+                    if not stop then
+                        fail('corrupt')
+                    end
                 end
-                local s = #step
-                local plain = not wide and s <= 16 and (s == 1 or byte(step) ~= 48) and #count < 16 and step + 0
+                local plain = not wide and #step <= 16 and #count < 16 and step + 0
                 if plain and plain < 4503599627370496 then
                     -- The usual run, read at once: a step below 2^52, a count
                     -- below 10^15 (as stored_span and stored_count read them).
@@ -1131,10 +1154,8 @@ local function build(name)
                 end
                 if stop == length then
                     return first, first_count, first_stop, total, at
-                elseif byte(value, stop + 1) ~= 44 then -- ','
-                    fail('corrupt')
                 end
-                position = stop + 2
+                position, pattern, zero = stop + 1, '^,([1-9]%d*):([1-9]%d*)', '^,(0):([1-9]%d*)'
             end
         end
 
@@ -1204,14 +1225,21 @@ local function build(name)
                 return 1, remaining - n, 0, ms(w)
             end
             -- The runs kept as stored, the first with its time in full, then
-            -- the new one: the old value and the new run when no run has left
-            -- (a long string costs Redis's Lua 12 instructions a byte to make,
-            -- hashed whole), else in one format() while the times are plain.
+            -- the new one. When no run has left, only the new run's text,
+            -- which write_state appends to the stored value: a long string
+            -- costs Redis's Lua 12 instructions a byte to make, hashed whole,
+            -- and Redis's APPEND and PEXPIRE take less than its SET of the
+            -- whole, even for a log of one run. Else in one format() while the
+            -- times are plain.
             local new
             if not at then
                 new = format('rl1:sl:%s:%d', to_text(now), n)
             elseif stop == first_stop and not wide then
-                new = value .. format(',%d:%d', now - last, n)
+                new = format(',%d:%d', now - last, n)
+                if keep and key and #value > 192 then
+                    keep(key, new, at, count, total + n, now, value)
+                end
+                return 1, remaining - n, 0, ms(w), nil, new
             elseif not wide then
                 new = format('rl1:sl:%d:%d%s,%d:%d', at, count, sub(value, stop + 1), now - last, n)
             else
@@ -1337,10 +1365,12 @@ local function build(name)
             -- (plain: every lease read at once so far, and its first and last
             -- end; a lease that is not turns the rest to the exact reading.)
             local position, first_end, last_end, plain = L.first, nil, nil, not wide
+            -- The first lease, then each one with the comma before it. Each
+            -- field starts with 1 to 9: a leading zero is damage.
+            local pattern = '^([1-9]%d*):([1-9]%d*):([1-9]%d*)'
             while true do
-                -- Each field starts with 1 to 9: a leading zero is damage.
                 local id, end_text, n
-                _, stop, id, end_text, n = find(value, '^([1-9]%d*):([1-9]%d*):([1-9]%d*)', position)
+                _, stop, id, end_text, n = find(value, pattern, position)
                 if not stop then
                     fail('corrupt')
                 end
@@ -1373,10 +1403,8 @@ local function build(name)
                 previous = id
                 if stop == length then
                     break
-                elseif byte(value, stop + 1) ~= 44 then -- ','
-                    fail('corrupt')
                 end
-                position = stop + 2
+                position, pattern = stop + 1, '^,([1-9]%d*):([1-9]%d*):([1-9]%d*)'
             end
             if next_id <= previous then
                 fail('corrupt')

@@ -1481,6 +1481,9 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         // Leading zeros, and a count of 16 digits, on the runs read at once.
         ("SLIDINGLOG", "rl1:sl:5:1,01:1", CORRUPT),
         ("SLIDINGLOG", "rl1:sl:5:1,1:01", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1;1:1", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,,1:1", CORRUPT),
+        ("SLIDINGLOG", "rl1:sl:5:1,0:1;0:1", CORRUPT),
         ("SLIDINGLOG", "rl1:sl:5:1,1:9007199254740992", CORRUPT),
         ("TOKENBUCKET", "rl2:tb:1:1", WRONGTYPE),
         ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
@@ -1512,6 +1515,8 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("CONCURRENCY", "rl1:cc:5:2:1:06:1", CORRUPT),
         ("CONCURRENCY", "rl1:cc:5:2:1:6:01", CORRUPT),
         ("CONCURRENCY", "rl1:cc:5:3:1:6:1,02:7:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:3:1:6:1;2:7:1", CORRUPT),
+        ("CONCURRENCY", "rl1:cc:5:3:1:6:1,,2:7:1", CORRUPT),
         // A lease ending past 2^52 (the call goes wide), then one run out.
         ("CONCURRENCY", "rl1:cc:5:3:1:4503599627370497:1,2:5:1", CORRUPT),
         ("CONCURRENCY", "rl1:fw:1:1", WRONGTYPE),
@@ -2089,6 +2094,63 @@ fn kept_sums_write_what_reading_the_whole_value_writes() {
     }
     eprintln!("{compared} calls compared");
     assert!(compared >= 10_000, "{compared} calls compared");
+}
+
+/// A function library appends the new run to a log past 192 bytes (APPEND,
+/// then PEXPIRE), never making the whole value, and keeps its sums with the
+/// two pieces, the value it read and the run. The next value read is
+/// compared with both in place: one of the same length that differs in
+/// either piece, written by anything else, is read whole.
+#[test]
+fn an_appended_log_read_back_is_compared_with_both_pieces() {
+    let server = start_without_module(&[]);
+    let con = &mut server.connect();
+    let form = fcall(con);
+    // A log of `first` units at 1700000000 s, then 30 runs of 1 unit 1 ms
+    // apart, then `last` (258 bytes with a 7-byte `last`).
+    let log = |first: &str, last: &str| {
+        format!("rl1:sl:1700000000000000:{first}{}{last}", ",1000:1".repeat(30))
+    };
+    let take = |con: &mut redis::Connection, ms: u64| -> (String, String, i64) {
+        let now = format!("1700000000.{:06}", ms * 1000);
+        let call = ["RL.SLIDINGLOG", "log", "1000", "1000", &now, "1"].map(String::from);
+        let reply: Value = redis::cmd(&as_script(&form, &call)[0])
+            .arg(&as_script(&form, &call)[1..])
+            .query(con)
+            .expect("the take");
+        let value: String = redis::cmd("GET").arg("log").query(con).expect("GET");
+        let ttl: i64 = redis::cmd("PTTL").arg("log").query(con).expect("PTTL");
+        (show(&reply), value, ttl)
+    };
+    let set = |con: &mut redis::Connection, value: &str| {
+        let () = redis::cmd("SET").arg("log").arg(value).query(con).expect("SET");
+    };
+    // Written by SET: read whole, the run appended (31 units, then 32).
+    set(con, &log("1", ""));
+    let (reply, value, ttl) = take(con, 31);
+    assert_eq!(reply, "[1, 968, 1000, 0, 1000000]");
+    assert_eq!(value, log("1", ",1000:1"));
+    assert!((999_000..=1_000_000).contains(&ttl), "the appended log's expiry: {ttl}");
+    // Read back as appended: its kept sums (33 units).
+    let (reply, value, _) = take(con, 32);
+    assert_eq!(reply, "[1, 967, 1000, 0, 1000000]");
+    assert_eq!(value, log("1", ",1000:1,1000:1"));
+    // The same length and run, another first run (2 units, not 1).
+    let appended = log("1", ",1000:1,1000:1,1000:1");
+    let _ = take(con, 33);
+    let other_head = log("2", ",1000:1,1000:1,1000:1");
+    assert_eq!(other_head.len(), appended.len());
+    set(con, &other_head);
+    let (reply, value, _) = take(con, 34);
+    assert_eq!(reply, "[1, 964, 1000, 0, 1000000]");
+    assert_eq!(value, log("2", ",1000:1,1000:1,1000:1,1000:1"));
+    // The same length and first part, another last run (9 ms after the one
+    // before it, not 1): the next run is 1 ms after that one.
+    let other_tail = log("2", ",1000:1,1000:1,1000:1,9000:1");
+    set(con, &other_tail);
+    let (reply, value, _) = take(con, 43);
+    assert_eq!(reply, "[1, 963, 1000, 0, 1000000]");
+    assert_eq!(value, log("2", ",1000:1,1000:1,1000:1,9000:1,1000:1"));
 }
 
 /// The words of `RL.MULTI 2 k1 k2 now` and two limits (ALGORITHM a b n each).
