@@ -2289,3 +2289,105 @@ fn long_logs_and_lease_sets_then_short_ones_agree_exactly(load: Load) {
         assert_eq!(show(&replies[0]), expected, "{args:?}");
     }
 }
+
+/// Scripts run their commands under the caller's ACL. The user that
+/// docs/script-mode.md and the README give script mode, for either form,
+/// loads the library (FUNCTION LOAD) or the script (EVAL after NOSCRIPT)
+/// itself and runs every command with the default user's replies, also the
+/// error for a key of another type (TYPE) and the calls that append to a
+/// log (APPEND, PEXPIRE) and delete a key (DEL).
+#[test]
+fn the_documented_acl_runs_every_command() {
+    const INSIDE: [&str; 7] = ["+get", "+set", "+del", "+append", "+pexpire", "+time", "+type"];
+    let server = start_without_module(&[]);
+    let admin = &mut server.connect();
+    let () = redis::cmd("HSET").arg("hash").arg("f").arg("v").query(admin).expect("HSET");
+    let (name, library) = common::function_library(SCRIPT);
+    let sha = sha1_smol::Sha1::from(SCRIPT).digest().to_string();
+    for (user, call_rules) in
+        [("fcall", ["+fcall", "+function|load"]), ("evalsha", ["+evalsha", "+eval"])]
+    {
+        let mut acl = redis::cmd("ACL");
+        acl.arg(&["SETUSER", user, "on", ">pw", "~*"]).arg(&call_rules).arg(&INSIDE);
+        let () = acl.query(admin).expect("ACL SETUSER");
+        let con = &mut server.connect();
+        let () = redis::cmd("AUTH").arg(user).arg("pw").query(con).expect("AUTH");
+        let form = if user == "fcall" {
+            let loaded: String =
+                redis::cmd("FUNCTION").arg("LOAD").arg(&library).query(con).expect("FUNCTION LOAD");
+            assert_eq!(loaded, name);
+            Form { command: "FCALL", target: name.clone() }
+        } else {
+            let missing = redis::cmd("EVALSHA").arg(&sha).arg(0).query::<Value>(con).unwrap_err();
+            assert_eq!(missing.code(), Some("NOSCRIPT"));
+            let first: Value = redis::cmd("EVAL")
+                .arg(SCRIPT)
+                .arg(1)
+                .arg("first")
+                .arg(&["RL.TOKENBUCKET", "10", "1", "1700000000", "1"])
+                .query(con)
+                .expect("EVAL");
+            assert_eq!(show(&first), "[1, 9, 10, 0, 1000]");
+            Form { command: "EVALSHA", target: sha.clone() }
+        };
+        let calls = |p: &str| -> Vec<Vec<String>> {
+            let at = |s: &str| format!("1700000000{s}");
+            [
+                vec!["RL.TOKENBUCKET", &format!("{p}tb"), "10", "1", &at(""), "1"],
+                vec!["RL.TOKENBUCKET", &format!("{p}star"), "10", "1", "*", "1"],
+                vec!["RL.LEAKYBUCKET", &format!("{p}lb"), "10", "1", &at(""), "1"],
+                vec!["RL.FIXEDWINDOW", &format!("{p}fw"), "10", "60", &at(""), "1"],
+                vec!["RL.SLIDINGWINDOW", &format!("{p}sw"), "10", "60", &at(""), "1"],
+                vec!["RL.SLIDINGLOG", &format!("{p}sl"), "10", "60", &at(""), "1"],
+                vec!["RL.SLIDINGLOG", &format!("{p}sl"), "10", "60", &at(".001"), "2"],
+                vec!["RL.REFUND", &format!("{p}sl"), "SLIDINGLOG", "10", "60", &at(".002"), "3"],
+                vec![
+                    "RL.MULTI",
+                    "2",
+                    &format!("{p}m1"),
+                    &format!("{p}m2"),
+                    &at(""),
+                    "TOKENBUCKET",
+                    "10",
+                    "1",
+                    "1",
+                    "FIXEDWINDOW",
+                    "10",
+                    "60",
+                    "1",
+                ],
+                vec!["RL.PEEK", &format!("{p}tb"), "TOKENBUCKET", "10", "1", &at(".5"), "1"],
+                vec!["RL.REFUND", &format!("{p}tb"), "TOKENBUCKET", "10", "1", &at(".5"), "1"],
+                vec!["RL.ACQUIRE", &format!("{p}cc"), "10", "30", &at(""), "1"],
+                vec!["RL.RENEW", &format!("{p}cc"), "1", "30", &at(".5")],
+                vec!["RL.RELEASE", &format!("{p}cc"), "1", &at(".6")],
+                vec!["RL.TOKENBUCKET", "hash", "10", "1", &at(""), "1"],
+            ]
+            .into_iter()
+            .map(|call| call.into_iter().map(String::from).collect())
+            .collect()
+        };
+        let replies = |con: &mut redis::Connection, p: &str| -> Vec<String> {
+            calls(p)
+                .iter()
+                .map(|call| {
+                    let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+                    show(&raw_call(con, Some(&form), &parts))
+                })
+                .collect()
+        };
+        let (theirs, default) =
+            (replies(con, &format!("{user}:")), replies(admin, &format!("admin-{user}:")));
+        assert_eq!(theirs, default, "the {user} user's replies, the default user's");
+        assert_eq!(theirs[0], "[1, 9, 10, 0, 1000]");
+        assert_eq!(theirs[7], "[1, 10, 10, 0, 0]");
+        assert_eq!(
+            theirs.last().unwrap(),
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+        // (The log's key was deleted by the refund of all it held.)
+        let gone: bool =
+            redis::cmd("EXISTS").arg(format!("{user}:sl")).query(admin).expect("EXISTS");
+        assert!(!gone, "the {user} user's refunded log");
+    }
+}
