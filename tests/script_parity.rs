@@ -2114,10 +2114,8 @@ fn an_appended_log_read_back_is_compared_with_both_pieces() {
     let take = |con: &mut redis::Connection, ms: u64| -> (String, String, i64) {
         let now = format!("1700000000.{:06}", ms * 1000);
         let call = ["RL.SLIDINGLOG", "log", "1000", "1000", &now, "1"].map(String::from);
-        let reply: Value = redis::cmd(&as_script(&form, &call)[0])
-            .arg(&as_script(&form, &call)[1..])
-            .query(con)
-            .expect("the take");
+        let command = as_script(&form, &call);
+        let reply: Value = redis::cmd(&command[0]).arg(&command[1..]).query(con).expect("the take");
         let value: String = redis::cmd("GET").arg("log").query(con).expect("GET");
         let ttl: i64 = redis::cmd("PTTL").arg("log").query(con).expect("PTTL");
         (show(&reply), value, ttl)
