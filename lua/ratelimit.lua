@@ -37,6 +37,17 @@
 --                                             each ending at end_us,
 --                                             holding n slots
 --
+-- Read too, not written: the layout of long sliding logs that the next
+-- version writes (two versions share keys during a rolling deploy), their
+-- sums in a head of fixed widths, zero-padded, so that a call can read and
+-- update a few bytes of a long log (GETRANGE, SETRANGE, APPEND):
+--
+--   rl2:sl:<units:16>:<newest_us:18>:<first_us:18>:<offset:10>:<runs>
+--       the log's units, its newest run's time, its first live run's time
+--       and byte offset (0-based: 73 when no left run precedes it); the
+--       runs as rl1's from there, the first one's own time not read (after
+--       a trim it is a step from a run that has left)
+--
 -- Each field means what the module's state means (docs/commands.md,
 -- RL.SETSTATE). The key expires when the limiter is fresh again (PTTL =
 -- reset_after_ms); a fresh limiter is no key. A value is checked when read:
@@ -53,7 +64,8 @@
 -- limbs of 7 decimal digits (the wide part, built only then).
 --
 -- The file: the parts (shared helpers, the wide numbers, one part per
--- algorithm as in src/algorithms, the commands, then RL.PEEK with RL.REFUND,
+-- algorithm as in src/algorithms and the head of an rl2 log after the
+-- sliding log's, the commands, then RL.PEEK with RL.REFUND,
 -- RL.MULTI, and RL.RELEASE with RL.RENEW), each a branch of one function
 -- that builds it when a call first needs it; then the call. EVALSHA runs
 -- the whole file on every call, and builds only the parts the call uses; a
@@ -370,8 +382,9 @@ local function build(name)
 
         -- The value of `key` when it holds a state of the algorithm whose
         -- values start with `prefix` (`rl1:tb:`...: the state's fields from
-        -- byte 8 on); nil for a missing key.
-        function read_state(key, prefix)
+        -- byte 8 on), or with `other` (a sliding log's `rl2:sl:`); nil for a
+        -- missing key.
+        function read_state(key, prefix, other)
             local value = redis.pcall('GET', key)
             if not value then
                 return nil
@@ -380,7 +393,7 @@ local function build(name)
                     fail('module_key')
                 end
                 fail('wrongtype')
-            elseif find(value, prefix, 1, true) ~= 1 then
+            elseif find(value, prefix, 1, true) ~= 1 and not (other and find(value, other, 1, true) == 1) then
                 fail('wrongtype')
             end
             return value
@@ -1101,7 +1114,7 @@ local function build(name)
         end
 
         -- A stored log's sums: the first run's time, units and text end, the
-        -- units in all, the newest run's time.
+        -- units in all, the newest run's time; and whether it is an rl2 log.
         local function decode(value, key)
             local S = written and key and written[key]
             if S then
@@ -1116,6 +1129,10 @@ local function build(name)
             end
             local first, first_count, first_stop -- (the first run's)
             local total, at, position, length = 0, 0, 8, #value
+            local head_total, head_last, head_first -- (an rl2 log's)
+            if byte(value, 3) == 50 then -- 'rl2:sl:'
+                head_total, head_last, head_first, position = part('rl2')(value)
+            end
             -- The first run, then each one with the comma before it. A step
             -- and a count start with 1 to 9 (a leading zero is damage), but
             -- a step may be 0.
@@ -1150,10 +1167,18 @@ local function build(name)
                     end
                 end
                 if not first then
+                    if head_first then
+                        -- (rl2: the first live run's time is the head's; its
+                        -- own may be a step from a run before the live ones.)
+                        at = head_first
+                    end
                     first, first_count, first_stop = at, count, stop
                 end
                 if stop == length then
-                    return first, first_count, first_stop, total, at
+                    if head_total and (total ~= head_total or lt(at, head_last) or lt(head_last, at)) then
+                        fail('corrupt')
+                    end
+                    return first, first_count, first_stop, total, at, head_total ~= nil
                 end
                 position, pattern, zero = stop + 1, '^,([1-9]%d*):([1-9]%d*)', '^,(0):([1-9]%d*)'
             end
@@ -1203,9 +1228,9 @@ local function build(name)
         -- Logs `n` units at `now` (never before the newest run) when the
         -- units still in the window leave room; `n` = 0 (or `look`) only looks.
         local function take(value, now, limit, w, n, look, key)
-            local at, count, stop, total, last, first_stop = nil, 0, 0, 0, nil, nil
+            local at, count, stop, total, last, first_stop, rl2 = nil, 0, 0, 0, nil, nil, false
             if value then
-                at, count, first_stop, total, last = decode(value, key)
+                at, count, first_stop, total, last, rl2 = decode(value, key)
                 if lt(now, last) then
                     now = last
                 end
@@ -1234,7 +1259,7 @@ local function build(name)
             local new
             if not at then
                 new = format('rl1:sl:%s:%d', to_text(now), n)
-            elseif stop == first_stop and not wide then
+            elseif stop == first_stop and not wide and not rl2 then -- (an rl2 log is written whole, as rl1)
                 new = format(',%d:%d', now - last, n)
                 if keep and key and #value > 192 then
                     keep(key, new, at, count, total + n, now, value)
@@ -1287,10 +1312,31 @@ local function build(name)
         end
 
         return {
-            prefix = 'rl1:sl:', parse = window_limit,
+            prefix = 'rl1:sl:', prefix2 = 'rl2:sl:', parse = window_limit,
             take = take,
             refund = refund,
         }
+    elseif name == 'rl2' then
+        -- The head of a sliding log in the next version's layout (`rl2:sl:`,
+        -- the file's header), built when such a log is first read: its
+        -- units, newest run's time and first live run's time and position,
+        -- which decode checks against the runs.
+        part('base')
+        return function(value)
+            local _, _, total, last, first, offset = find(value, '^(%d+):(%d+):(%d+):(%d+):', 8)
+            if not offset or #total ~= 16 or #last ~= 18 or #first ~= 18 or #offset ~= 10 then
+                fail('corrupt')
+            end
+            local function unpadded(s) -- (as stored_* read them: no leading zero)
+                local nonzero = find(s, '[^0]')
+                return nonzero and sub(s, nonzero) or '0'
+            end
+            local position = offset + 1
+            if position < 74 or position > #value or position > 74 and byte(value, position - 1) ~= 44 then
+                fail('corrupt') -- (a live run starts after the head or after a comma)
+            end
+            return stored_count(unpadded(total), 1), stored_time(unpadded(last)), stored_time(unpadded(first)), position
+        end
     elseif name == 'cc' then
         -- Concurrency (src/algorithms/concurrency.rs) -------------------------
         -- Leases: `last`, the last update; `next_id`, the id the next lease gets;
@@ -1783,7 +1829,7 @@ local function build(name)
             end
             local n = argv[5] == nil and 1 or parse_count(argv[5]) or fail('count')
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A.prefix), now, size, per, n, nil, key)
+            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A.prefix, A.prefix2), now, size, per, n, nil, key)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
                 write_state(key, new, reset)
@@ -1868,7 +1914,7 @@ local function build(name)
                 fail(arity('RL.PEEK'))
             end
             local n = count_or_one(argv[6])
-            return fields(size, A.take(read_state(keys[1], A.prefix), now, size, per, n, true, keys[1]))
+            return fields(size, A.take(read_state(keys[1], A.prefix, A.prefix2), now, size, per, n, true, keys[1]))
         end
 
         -- RL.REFUND key ALGORITHM a b now n
@@ -1883,7 +1929,7 @@ local function build(name)
                 fail('refund_concurrency') -- a slot comes back by its lease's id
             end
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A.prefix), now, size, per, n, key)
+            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A.prefix, A.prefix2), now, size, per, n, key)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
                 write_state(key, new, reset)
@@ -1955,7 +2001,7 @@ local function build(name)
                 fail('repeated')
             end
             for i = 1, k do
-                values[i] = read_state(keys[i], limits[i].prefix)
+                values[i] = read_state(keys[i], limits[i].prefix, limits[i].prefix2)
             end
             local reply, allowed = kept_reply, true
             if reply then

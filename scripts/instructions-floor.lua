@@ -31,6 +31,27 @@ redis.register_function('floor_multi', function(keys)
     return { 1, 0, { 1, 999999, 1000000, 0, 1000000000 }, { 1, 999999, 1000000, 0, 1000000000 } }
 end)
 
+-- A long sliding log's take where no run has left: this version's calls
+-- (the whole log read, the new run appended), and those of the layout the
+-- next version writes (docs/script-mode.md: the head read and updated in
+-- place, the run appended), which cost the same at any length.
+redis.register_function('floor_log', function(keys)
+    redis.call('TIME')
+    redis.pcall('GET', keys[1])
+    redis.call('APPEND', keys[1], ',1000:1')
+    redis.call('PEXPIRE', keys[1], '1000000000')
+    return { 1, 999999, 1000000, 0, 1000000000 }
+end)
+
+redis.register_function('floor_log_next', function(keys)
+    redis.call('TIME')
+    redis.pcall('GETRANGE', keys[1], 0, 127)
+    redis.call('SETRANGE', keys[1], 7, '0000000000000301:001700000000299000')
+    redis.call('APPEND', keys[1], ',1000:1')
+    redis.call('PEXPIRE', keys[1], '1000000000')
+    return { 1, 999999, 1000000, 0, 1000000000 }
+end)
+
 -- A counter, the calls of the scripts that keep one (a fixed window that
 -- counts every hit, with the window's time left): PTTL, INCR, two fields.
 redis.register_function('floor_counter', function(keys)

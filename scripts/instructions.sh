@@ -331,7 +331,14 @@ for c in $cases; do
         "script_keys 'FCALL floor_multi 2 {fm%s}:a {fm%s}:b $floor_multi'" \
         FCALL floor_multi 2 "{fm__rand_int__}:a" "{fm__rand_int__}:b" $floor_multi
       row "script floor: a counter (PTTL, INCR), 1000 warm keys" 1000 "script_keys 'FCALL floor_counter 1 fc:%s'" \
-        FCALL floor_counter 1 fc:__rand_int__ ;;
+        FCALL floor_counter 1 fc:__rand_int__
+      # A long log's take where no run has left, 1000 keys of 300 runs: this
+      # version's calls, and the next layout's (rl2).
+      long_log="rl1:sl:1700000000000000:1$(printf ',1000:1%.0s' $(seq 299))"
+      row "script floor: a long log's take (GET, APPEND), 1000 warm keys of 300 runs" 1000 \
+        "script_keys 'SET fg:%s $long_log'" FCALL floor_log 1 fg:__rand_int__
+      row "script floor: a long log's take, next layout (GETRANGE, SETRANGE, APPEND), 1000 warm keys of 300 runs" 1000 \
+        "script_keys 'SET fr:%s $long_log'" FCALL floor_log_next 1 fr:__rand_int__ ;;
     fcall) script_rows FCALL "FCALL $library" ;;
     evalsha) script_rows EVALSHA "EVALSHA $script_sha" ;;
   esac

@@ -101,6 +101,7 @@ through_both_forms!(
     concurrency_at_the_ends_of_its_ranges_agrees_exactly,
     long_logs_and_lease_sets_then_short_ones_agree_exactly,
     lease_sets_are_read_from_the_stored_value,
+    logs_in_the_next_layout_agree_with_the_module,
 );
 
 /// A server with the module and one without, the script loaded there in
@@ -1485,6 +1486,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("SLIDINGLOG", "rl1:sl:5:1,,1:1", CORRUPT),
         ("SLIDINGLOG", "rl1:sl:5:1,0:1;0:1", CORRUPT),
         ("SLIDINGLOG", "rl1:sl:5:1,1:9007199254740992", CORRUPT),
+        ("SLIDINGLOG", "rl2:tb:1:1", WRONGTYPE),
         ("TOKENBUCKET", "rl2:tb:1:1", WRONGTYPE),
         ("TOKENBUCKET", "rl1:lb:1:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:fw:1:1", WRONGTYPE),
@@ -1523,7 +1525,34 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("TOKENBUCKET", "rl1:cc:5:2:1:6:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:cc:5:2:1:6:1", WRONGTYPE),
     ];
-    for &(algorithm, value, expected) in cases {
+    // The next version's layout (next_layout): a head of other widths, sums
+    // that are not the runs', no unit, a first live run not at the head's
+    // end or after a comma, or past the end, a time after 9999; and a log
+    // in it read for another algorithm.
+    let next = |units: &str, newest: &str, first: &str, offset: usize, runs: &str| {
+        format!("rl2:sl:{units}:{newest}:{first}:{offset:010}:{runs}")
+    };
+    let (one, two, five) = ("0000000000000001", "0000000000000002", "000000000000000005");
+    let next_cases = [
+        ("SLIDINGLOG", "rl2:sl:".to_string(), CORRUPT),
+        ("SLIDINGLOG", next("000000000000001", five, five, 73, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, "00000000000000005", five, 73, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, five, "0000000000000000005", 73, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(two, five, five, 73, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, "000000000000000006", five, 73, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(two, "000000000000000007", five, 73, "5:1,1:1"), CORRUPT),
+        ("SLIDINGLOG", next("0000000000000000", five, five, 73, "5:0"), CORRUPT),
+        ("SLIDINGLOG", next(one, five, five, 72, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, five, five, 74, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, five, five, 76, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, five, five, 73, "5:1,x"), CORRUPT),
+        ("SLIDINGLOG", next(one, "253402300800000000", "253402300800000000", 73, "5:1"), CORRUPT),
+        ("TOKENBUCKET", next(one, five, five, 73, "5:1"), WRONGTYPE),
+    ];
+    let cases =
+        cases.iter().map(|&(algorithm, value, expected)| (algorithm, value.to_string(), expected));
+    for (algorithm, value, expected) in cases.chain(next_cases) {
+        let value = value.as_str();
         let _: () =
             redis::cmd("SET").arg("k").arg(value).arg("PX").arg(100_000_000).query(script).unwrap();
         let before = snapshot(script, &["k"]);
@@ -2388,4 +2417,99 @@ fn the_documented_acl_runs_every_command() {
             redis::cmd("EXISTS").arg(format!("{user}:sl")).query(admin).expect("EXISTS");
         assert!(!gone, "the {user} user's refunded log");
     }
+}
+
+/// A sliding log `rl1:sl:...` in the layout the next version writes:
+/// `rl2:sl:<units:16>:<newest run's time:18>:<first live run's time:18>:
+/// <offset of the first live run:10>:`, zero-padded, then `dead` (runs that
+/// have left, not read), then the runs, the first one's own time replaced
+/// by `first_step` when given (after a trim it is a step from a left run).
+fn next_layout(log: &str, dead: &str, first_step: Option<u64>) -> String {
+    let runs: Vec<(u128, &str)> = log["rl1:sl:".len()..]
+        .split(',')
+        .map(|run| {
+            let (step, count) = run.split_once(':').expect("a run");
+            (step.parse().expect("a step"), count)
+        })
+        .collect();
+    let first = runs[0].0;
+    let last: u128 = runs.iter().map(|run| run.0).sum();
+    let units: u128 = runs.iter().map(|run| run.1.parse::<u128>().expect("a count")).sum();
+    let mut out =
+        format!("rl2:sl:{units:016}:{last:018}:{first:018}:{:010}:{dead}", 73 + dead.len());
+    let mut body = log["rl1:sl:".len()..].to_string();
+    if let Some(step) = first_step {
+        body.replace_range(..body.find(':').unwrap(), &step.to_string());
+    }
+    out.push_str(&body);
+    out
+}
+
+/// Reading ahead of a two-release change of layout: the next version
+/// writes long sliding logs with their sums in a head (next_layout), so
+/// that a call reads a few bytes of a long log instead of all of it; two
+/// versions of an app share keys during a rolling deploy, so this one reads
+/// that layout too. Random sequences of RL.SLIDINGLOG, RL.PEEK, RL.REFUND
+/// and RL.MULTI, where before about half the calls the script's log is
+/// rewritten in the next layout (with or without left runs before its
+/// first live one), agree with the module exactly; times now, past 2^52 us
+/// and near the end of 9999; what a call writes is in this layout (rl1).
+fn logs_in_the_next_layout_agree_with_the_module(load: Load) {
+    let modes = modes(load);
+    let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
+    let mut rng = StdRng::seed_from_u64(0x2_51);
+    let (mut rewritten, mut long, mut calls) = (0, 0, 0);
+    for sequence in 0..60 {
+        let key = format!("next:{sequence}");
+        let mut now: u64 = match sequence % 3 {
+            0 => 1_700_000_000 * SECOND,
+            1 => 5_000_000_000 * SECOND, // past 2^52 us
+            _ => MAX_TIME_US - 20_000 * SECOND,
+        };
+        let limit = rng.gen_range(1..=80u64).to_string();
+        let window_s = rng.gen_range(100..=1000u64);
+        let window = window_s.to_string();
+        for _ in 0..rng.gen_range(20..=150) {
+            if rng.gen_ratio(1, 10) {
+                now -= rng.gen_range(0..5 * SECOND);
+            } else {
+                now += rng.gen_range(0..window_s * SECOND / 20);
+            }
+            let at = format!("{}.{:06}", now / SECOND, now % SECOND);
+            let n = rng.gen_range(0..=3u64).to_string();
+            let call: Vec<&str> = match rng.gen_range(0..10) {
+                0 => vec!["RL.PEEK", &key, "SLIDINGLOG", &limit, &window, &at, &n],
+                1 => vec!["RL.REFUND", &key, "SLIDINGLOG", &limit, &window, &at, &n],
+                2 => vec!["RL.MULTI", "1", &key, &at, "SLIDINGLOG", &limit, &window, &n],
+                _ => vec!["RL.SLIDINGLOG", &key, &limit, &window, &at, &n],
+            };
+            let mut stored: Option<String> = redis::cmd("GET").arg(&key).query(script).unwrap();
+            let rl1 = stored.clone().filter(|log| log.starts_with("rl1:sl:"));
+            if let Some(log) = rl1.filter(|_| rng.gen_bool(0.5)) {
+                let dead: String = (0..rng.gen_range(0..=3))
+                    .map(|_| format!("{}:{},", rng.gen_range(0..=999_999), rng.gen_range(1..=5)))
+                    .collect();
+                let first_step =
+                    (!dead.is_empty() && rng.gen_bool(0.5)).then(|| rng.gen_range(0..=999_999));
+                let next = next_layout(&log, &dead, first_step);
+                let _: () =
+                    redis::cmd("SET").arg(&key).arg(&next).arg("KEEPTTL").query(script).unwrap();
+                stored = Some(next);
+                rewritten += 1;
+                long += usize::from(log.len() > 192);
+            }
+            let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+            let expected = show(&raw_call(module, None, &parts));
+            assert_eq!(show(&raw_call(script, Some(&modes.form), &parts)), expected, "{call:?}");
+            calls += 1;
+            let after: Option<String> = redis::cmd("GET").arg(&key).query(script).unwrap();
+            if let Some(log) = after.filter(|log| Some(log) != stored.as_ref()) {
+                assert!(log.starts_with("rl1:sl:"), "{call:?} wrote {log}");
+            }
+        }
+    }
+    eprintln!(
+        "{calls} calls, {rewritten} logs rewritten in the next layout ({long} past 192 bytes)"
+    );
+    assert!(rewritten >= 1000 && long >= 100, "{rewritten} rewritten, {long} long");
 }
