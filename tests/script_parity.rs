@@ -2452,13 +2452,15 @@ fn next_layout(log: &str, dead: &str, first_step: Option<u64>) -> String {
 /// that layout too. Random sequences of RL.SLIDINGLOG, RL.PEEK, RL.REFUND
 /// and RL.MULTI, where before about half the calls the script's log is
 /// rewritten in the next layout (with or without left runs before its
-/// first live one), agree with the module exactly; times now, past 2^52 us
-/// and near the end of 9999; what a call writes is in this layout (rl1).
+/// first live one, its expiry kept), agree with the module exactly; times
+/// now, past 2^52 us and near the end of 9999; what a call writes is in
+/// this layout (rl1), expiring `reset_after_ms` after the call.
 fn logs_in_the_next_layout_agree_with_the_module(load: Load) {
     let modes = modes(load);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x2_51);
     let (mut rewritten, mut long, mut calls) = (0, 0, 0);
+    let mut expiry = std::collections::HashMap::new();
     for sequence in 0..60 {
         let key = format!("next:{sequence}");
         let mut now: u64 = match sequence % 3 {
@@ -2477,11 +2479,19 @@ fn logs_in_the_next_layout_agree_with_the_module(load: Load) {
             }
             let at = format!("{}.{:06}", now / SECOND, now % SECOND);
             let n = rng.gen_range(0..=3u64).to_string();
-            let call: Vec<&str> = match rng.gen_range(0..10) {
-                0 => vec!["RL.PEEK", &key, "SLIDINGLOG", &limit, &window, &at, &n],
-                1 => vec!["RL.REFUND", &key, "SLIDINGLOG", &limit, &window, &at, &n],
-                2 => vec!["RL.MULTI", "1", &key, &at, "SLIDINGLOG", &limit, &window, &n],
-                _ => vec!["RL.SLIDINGLOG", &key, &limit, &window, &at, &n],
+            let (op, args): (Op, Vec<&str>) = match rng.gen_range(0..10) {
+                0 => (Op::Peek, vec!["RL.PEEK", &key, "SLIDINGLOG", &limit, &window, &at, &n]),
+                1 => (Op::Refund, vec!["RL.REFUND", &key, "SLIDINGLOG", &limit, &window, &at, &n]),
+                2 => {
+                    (Op::Multi, vec!["RL.MULTI", "1", &key, &at, "SLIDINGLOG", &limit, &window, &n])
+                }
+                _ => (Op::Take, vec!["RL.SLIDINGLOG", &key, &limit, &window, &at, &n]),
+            };
+            let call = Call {
+                op,
+                args: args.iter().map(|a| a.to_string()).collect(),
+                keys: vec![key.clone()],
+                counts: vec![n.clone()],
             };
             let mut stored: Option<String> = redis::cmd("GET").arg(&key).query(script).unwrap();
             let rl1 = stored.clone().filter(|log| log.starts_with("rl1:sl:"));
@@ -2498,9 +2508,11 @@ fn logs_in_the_next_layout_agree_with_the_module(load: Load) {
                 rewritten += 1;
                 long += usize::from(log.len() > 192);
             }
-            let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
-            let expected = show(&raw_call(module, None, &parts));
-            assert_eq!(show(&raw_call(script, Some(&modes.form), &parts)), expected, "{call:?}");
+            let (expected, _) = run(module, None, std::slice::from_ref(&call), false);
+            let (answers, clock) =
+                run(script, Some(&modes.form), std::slice::from_ref(&call), false);
+            assert_eq!(show(&answers[0].reply), show(&expected[0].reply), "{call:?}");
+            check_expiry("script", std::slice::from_ref(&call), &answers, clock, &mut expiry);
             calls += 1;
             let after: Option<String> = redis::cmd("GET").arg(&key).query(script).unwrap();
             if let Some(log) = after.filter(|log| Some(log) != stored.as_ref()) {
