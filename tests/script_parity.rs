@@ -101,7 +101,7 @@ through_both_forms!(
     concurrency_at_the_ends_of_its_ranges_agrees_exactly,
     long_logs_and_lease_sets_then_short_ones_agree_exactly,
     lease_sets_are_read_from_the_stored_value,
-    logs_in_the_next_layout_agree_with_the_module,
+    values_in_the_next_layout_agree_with_the_module,
 );
 
 /// A server with the module and one without, the script loaded there in
@@ -1525,7 +1525,7 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("TOKENBUCKET", "rl1:cc:5:2:1:6:1", WRONGTYPE),
         ("SLIDINGLOG", "rl1:cc:5:2:1:6:1", WRONGTYPE),
     ];
-    // The next version's layout (next_layout): a head of other widths, sums
+    // The next version's layout (next_log): a head of other widths, sums
     // that are not the runs', no unit, a first live run not at the head's
     // end or after a comma, or past the end, a time after 9999; and a log
     // in it read for another algorithm.
@@ -1543,12 +1543,44 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
         ("SLIDINGLOG", next(two, "000000000000000007", five, 73, "5:1,1:1"), CORRUPT),
         ("SLIDINGLOG", next("0000000000000000", five, five, 73, "5:0"), CORRUPT),
         ("SLIDINGLOG", next(one, five, five, 72, "5:1"), CORRUPT),
-        ("SLIDINGLOG", next(one, five, five, 74, "5:1"), CORRUPT),
+        ("SLIDINGLOG", next(one, five, five, 78, "5:1,12:1"), CORRUPT),
         ("SLIDINGLOG", next(one, five, five, 76, "5:1"), CORRUPT),
         ("SLIDINGLOG", next(one, five, five, 73, "5:1,x"), CORRUPT),
         ("SLIDINGLOG", next(one, "253402300800000000", "253402300800000000", 73, "5:1"), CORRUPT),
         ("TOKENBUCKET", next(one, five, five, 73, "5:1"), WRONGTYPE),
+        ("CONCURRENCY", next(one, five, five, 73, "5:1"), WRONGTYPE),
     ];
+    // Lease sets in it: the same, and an earliest end past a lease's (a
+    // time at or before it is right), a latest end that is not the
+    // latest, a lease run out by the last update; and a set read for
+    // other algorithms.
+    // (`ends`: the latest, then the time at or before the earliest.)
+    let set =
+        |last: &str, next_id: &str, held: &str, ends: [&str; 2], offset: usize, leases: &str| {
+            format!("rl2:cc:{last}:{next_id}:{held}:{}:{}:{offset:010}:{leases}", ends[0], ends[1])
+        };
+    let (six, seven) = ("000000000000000006", "000000000000000007");
+    let next_cases = next_cases.into_iter().chain([
+        ("CONCURRENCY", "rl2:cc:".to_string(), CORRUPT),
+        ("CONCURRENCY", set("00000000000000005", two, one, [six, six], 109, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, "000000000000002", one, [six, six], 109, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, "000000000000001", [six, six], 109, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, one, [six, "00000000000000006"], 109, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, two, [six, six], 109, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, one, [six, seven], 109, "1:6:1"), CORRUPT),
+        (
+            "CONCURRENCY",
+            set(five, "0000000000000003", two, [six, six], 109, "1:6:1,2:7:1"),
+            CORRUPT,
+        ),
+        ("CONCURRENCY", set(five, two, one, [six, six], 108, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, "0000000000000013", one, [six, six], 110, "12:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, one, [six, six], 114, "1:6:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, one, [five, five], 109, "1:5:1"), CORRUPT),
+        ("CONCURRENCY", set(five, two, one, [six, six], 109, "1:6:1,x"), CORRUPT),
+        ("TOKENBUCKET", set(five, two, one, [six, six], 109, "1:6:1"), WRONGTYPE),
+        ("SLIDINGLOG", set(five, two, one, [six, six], 109, "1:6:1"), WRONGTYPE),
+    ]);
     let cases =
         cases.iter().map(|&(algorithm, value, expected)| (algorithm, value.to_string(), expected));
     for (algorithm, value, expected) in cases.chain(next_cases) {
@@ -1591,7 +1623,10 @@ fn stored_values_that_script_mode_did_not_write_are_refused(load: Load) {
             vec!["RL.RENEW".into(), "k".into(), "1".into(), "10".into(), "*".into()],
         ] {
             let lease_call = call[0] == "RL.RELEASE" || call[0] == "RL.RENEW";
-            if lease_call && !concurrency && value.starts_with("rl1:cc:") {
+            if lease_call
+                && !concurrency
+                && (value.starts_with("rl1:cc:") || value.starts_with("rl2:cc:"))
+            {
                 continue; // leases that are whole, taken for another algorithm
             }
             let parts: Vec<&[u8]> = call.iter().map(|p| p.as_bytes()).collect();
@@ -2424,7 +2459,7 @@ fn the_documented_acl_runs_every_command() {
 /// <offset of the first live run:10>:`, zero-padded, then `dead` (runs that
 /// have left, not read), then the runs, the first one's own time replaced
 /// by `first_step` when given (after a trim it is a step from a left run).
-fn next_layout(log: &str, dead: &str, first_step: Option<u64>) -> String {
+fn next_log(log: &str, dead: &str, first_step: Option<u64>) -> String {
     let runs: Vec<(u128, &str)> = log["rl1:sl:".len()..]
         .split(',')
         .map(|run| {
@@ -2435,57 +2470,92 @@ fn next_layout(log: &str, dead: &str, first_step: Option<u64>) -> String {
     let first = runs[0].0;
     let last: u128 = runs.iter().map(|run| run.0).sum();
     let units: u128 = runs.iter().map(|run| run.1.parse::<u128>().expect("a count")).sum();
-    let mut out =
-        format!("rl2:sl:{units:016}:{last:018}:{first:018}:{:010}:{dead}", 73 + dead.len());
     let mut body = log["rl1:sl:".len()..].to_string();
     if let Some(step) = first_step {
         body.replace_range(..body.find(':').unwrap(), &step.to_string());
     }
-    out.push_str(&body);
-    out
+    format!("rl2:sl:{units:016}:{last:018}:{first:018}:{:010}:{dead}{body}", 73 + dead.len())
+}
+
+/// A lease set `rl1:cc:<last>:<next_id>:<leases>` in the layout the next
+/// version writes: `rl2:cc:<last:18>:<next_id:16>:<slots held:16>:<latest
+/// end:18>:<a time at or before the earliest end:18>:<offset of the first
+/// lease:10>:`, zero-padded, then `dead` (not read), then the leases, with
+/// `early` taken off the earliest end in the head.
+fn next_lease_set(set: &str, dead: &str, early: u128) -> String {
+    let mut fields = set["rl1:cc:".len()..].splitn(3, ':');
+    let last: u128 = fields.next().unwrap().parse().unwrap();
+    let next_id: u128 = fields.next().unwrap().parse().unwrap();
+    let leases = fields.next().unwrap();
+    let (mut held, mut first, mut latest) = (0u128, u128::MAX, 0u128);
+    for lease in leases.split(',') {
+        let parts: Vec<u128> = lease.split(':').map(|f| f.parse().unwrap()).collect();
+        held += parts[2];
+        first = first.min(parts[1]);
+        latest = latest.max(parts[1]);
+    }
+    let first = first - early.min(first);
+    let offset = 109 + dead.len();
+    format!(
+        "rl2:cc:{last:018}:{next_id:016}:{held:016}:{latest:018}:{first:018}:{offset:010}:{dead}{leases}"
+    )
 }
 
 /// Reading ahead of a two-release change of layout: the next version
-/// writes long sliding logs with their sums in a head (next_layout), so
-/// that a call reads a few bytes of a long log instead of all of it; two
-/// versions of an app share keys during a rolling deploy, so this one reads
-/// that layout too. Random sequences of RL.SLIDINGLOG, RL.PEEK, RL.REFUND
-/// and RL.MULTI, where before about half the calls the script's log is
-/// rewritten in the next layout (with or without left runs before its
-/// first live one, its expiry kept), agree with the module exactly; times
-/// now, past 2^52 us and near the end of 9999; what a call writes is in
-/// this layout (rl1), expiring `reset_after_ms` after the call.
-fn logs_in_the_next_layout_agree_with_the_module(load: Load) {
+/// writes long sliding logs and lease sets with their sums in a head
+/// (next_log, next_lease_set), so that a call reads a few bytes of a long
+/// value instead of all of it; two versions of an app share keys during a
+/// rolling deploy, so this one reads that layout too. Random sequences of
+/// RL.SLIDINGLOG, RL.ACQUIRE, RL.RELEASE, RL.RENEW (of held leases and
+/// others), RL.PEEK, RL.REFUND and RL.MULTI, where before about half the
+/// calls the script's value is rewritten in the next layout (with or
+/// without entries before its first live one, its expiry kept), agree with
+/// the module exactly; times now, past 2^52 us and near the end of 9999;
+/// what a call writes is in this layout (rl1), expiring `reset_after_ms`
+/// after the call.
+fn values_in_the_next_layout_agree_with_the_module(load: Load) {
     let modes = modes(load);
     let (module, script) = (&mut modes.module.connect(), &mut modes.script.connect());
     let mut rng = StdRng::seed_from_u64(0x2_51);
-    let (mut rewritten, mut long, mut calls) = (0, 0, 0);
     let mut expiry = std::collections::HashMap::new();
-    for sequence in 0..60 {
+    // Per algorithm: calls, values rewritten, those past 192 bytes, and
+    // (leases) releases and renewals that found their lease.
+    let mut seen = std::collections::BTreeMap::<String, [usize; 4]>::new();
+    for sequence in 0..120 {
+        let (algorithm, prefix) =
+            if sequence % 2 == 0 { ("SLIDINGLOG", "rl1:sl:") } else { ("CONCURRENCY", "rl1:cc:") };
         let key = format!("next:{sequence}");
-        let mut now: u64 = match sequence % 3 {
+        let mut now: u64 = match sequence / 2 % 3 {
             0 => 1_700_000_000 * SECOND,
             1 => 5_000_000_000 * SECOND, // past 2^52 us
-            _ => MAX_TIME_US - 20_000 * SECOND,
+            _ => MAX_TIME_US - 40_000 * SECOND,
         };
         let limit = rng.gen_range(1..=80u64).to_string();
-        let window_s = rng.gen_range(100..=1000u64);
-        let window = window_s.to_string();
+        let span_s = rng.gen_range(100..=1000u64); // the window, or the lease
+        let span = span_s.to_string();
+        let mut ids: Vec<String> = vec!["1".into()];
+        let counts = seen.entry(algorithm.to_string()).or_default();
         for _ in 0..rng.gen_range(20..=150) {
-            if rng.gen_ratio(1, 10) {
-                now -= rng.gen_range(0..5 * SECOND);
-            } else {
-                now += rng.gen_range(0..window_s * SECOND / 20);
+            match rng.gen_range(0..20) {
+                0 => now -= rng.gen_range(0..5 * SECOND),
+                1 => now += rng.gen_range(span_s / 2..=span_s * 3 / 2) * SECOND, // leases run out
+                _ => now += rng.gen_range(0..span_s * SECOND / 20),
             }
             let at = format!("{}.{:06}", now / SECOND, now % SECOND);
             let n = rng.gen_range(0..=3u64).to_string();
+            let id = ids.choose(&mut rng).unwrap().clone();
+            let take = if algorithm == "CONCURRENCY" { "RL.ACQUIRE" } else { "RL.SLIDINGLOG" };
             let (op, args): (Op, Vec<&str>) = match rng.gen_range(0..10) {
-                0 => (Op::Peek, vec!["RL.PEEK", &key, "SLIDINGLOG", &limit, &window, &at, &n]),
-                1 => (Op::Refund, vec!["RL.REFUND", &key, "SLIDINGLOG", &limit, &window, &at, &n]),
-                2 => {
-                    (Op::Multi, vec!["RL.MULTI", "1", &key, &at, "SLIDINGLOG", &limit, &window, &n])
+                0 => (Op::Peek, vec!["RL.PEEK", &key, algorithm, &limit, &span, &at, &n]),
+                1 if algorithm == "SLIDINGLOG" => {
+                    (Op::Refund, vec!["RL.REFUND", &key, algorithm, &limit, &span, &at, &n])
                 }
-                _ => (Op::Take, vec!["RL.SLIDINGLOG", &key, &limit, &window, &at, &n]),
+                1 => (Op::Release, vec!["RL.RELEASE", &key, &id, &at]),
+                2 => (Op::Multi, vec!["RL.MULTI", "1", &key, &at, algorithm, &limit, &span, &n]),
+                3 if algorithm == "CONCURRENCY" => {
+                    (Op::Renew, vec!["RL.RENEW", &key, &id, &span, &at])
+                }
+                _ => (Op::Take, vec![take, &key, &limit, &span, &at, &n]),
             };
             let call = Call {
                 op,
@@ -2494,34 +2564,54 @@ fn logs_in_the_next_layout_agree_with_the_module(load: Load) {
                 counts: vec![n.clone()],
             };
             let mut stored: Option<String> = redis::cmd("GET").arg(&key).query(script).unwrap();
-            let rl1 = stored.clone().filter(|log| log.starts_with("rl1:sl:"));
-            if let Some(log) = rl1.filter(|_| rng.gen_bool(0.5)) {
-                let dead: String = (0..rng.gen_range(0..=3))
-                    .map(|_| format!("{}:{},", rng.gen_range(0..=999_999), rng.gen_range(1..=5)))
-                    .collect();
-                let first_step =
-                    (!dead.is_empty() && rng.gen_bool(0.5)).then(|| rng.gen_range(0..=999_999));
-                let next = next_layout(&log, &dead, first_step);
+            let rl1 = stored.clone().filter(|value| value.starts_with(prefix));
+            if let Some(value) = rl1.filter(|_| rng.gen_bool(0.5)) {
+                let next = if algorithm == "SLIDINGLOG" {
+                    let dead: String = (0..rng.gen_range(0..=3))
+                        .map(|_| {
+                            format!("{}:{},", rng.gen_range(0..=999_999), rng.gen_range(1..=5))
+                        })
+                        .collect();
+                    let first_step =
+                        (!dead.is_empty() && rng.gen_bool(0.5)).then(|| rng.gen_range(0..=999_999));
+                    next_log(&value, &dead, first_step)
+                } else {
+                    let dead: String = (0..rng.gen_range(0..=2))
+                        .map(|i| format!("{i}:{}:1,", rng.gen_range(0..=999_999)))
+                        .collect();
+                    let early =
+                        if rng.gen_bool(0.5) { 0 } else { rng.gen_range(0..=10_000_000_000) };
+                    next_lease_set(&value, &dead, early)
+                };
                 let _: () =
                     redis::cmd("SET").arg(&key).arg(&next).arg("KEEPTTL").query(script).unwrap();
+                counts[1] += 1;
+                counts[2] += usize::from(value.len() > 192);
                 stored = Some(next);
-                rewritten += 1;
-                long += usize::from(log.len() > 192);
             }
             let (expected, _) = run(module, None, std::slice::from_ref(&call), false);
             let (answers, clock) =
                 run(script, Some(&modes.form), std::slice::from_ref(&call), false);
             assert_eq!(show(&answers[0].reply), show(&expected[0].reply), "{call:?}");
             check_expiry("script", std::slice::from_ref(&call), &answers, clock, &mut expiry);
-            calls += 1;
+            counts[0] += 1;
+            if let Value::Array(fields) = &answers[0].reply {
+                match (call.op, fields.as_slice()) {
+                    (Op::Take, [Value::Int(1), .., Value::Int(id)]) if *id > 0 => {
+                        ids.push(id.to_string())
+                    }
+                    (Op::Release | Op::Renew, [Value::Int(1), ..]) => counts[3] += 1,
+                    _ => {}
+                }
+            }
             let after: Option<String> = redis::cmd("GET").arg(&key).query(script).unwrap();
-            if let Some(log) = after.filter(|log| Some(log) != stored.as_ref()) {
-                assert!(log.starts_with("rl1:sl:"), "{call:?} wrote {log}");
+            if let Some(value) = after.filter(|value| Some(value) != stored.as_ref()) {
+                assert!(value.starts_with(prefix), "{call:?} wrote {value}");
             }
         }
     }
-    eprintln!(
-        "{calls} calls, {rewritten} logs rewritten in the next layout ({long} past 192 bytes)"
-    );
-    assert!(rewritten >= 1000 && long >= 100, "{rewritten} rewritten, {long} long");
+    eprintln!("[calls, rewritten, past 192 bytes, leases found]: {seen:?}");
+    assert!(seen["SLIDINGLOG"][1] >= 1000 && seen["SLIDINGLOG"][2] >= 100, "{seen:?}");
+    assert!(seen["CONCURRENCY"][1] >= 1000 && seen["CONCURRENCY"][2] >= 100, "{seen:?}");
+    assert!(seen["CONCURRENCY"][3] >= 100, "{seen:?}");
 }

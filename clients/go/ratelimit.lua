@@ -37,16 +37,21 @@
 --                                             each ending at end_us,
 --                                             holding n slots
 --
--- Read too, not written: the layout of long sliding logs that the next
--- version writes (two versions share keys during a rolling deploy), their
--- sums in a head of fixed widths, zero-padded, so that a call can read and
--- update a few bytes of a long log (GETRANGE, SETRANGE, APPEND):
+-- Read too, not written: the layouts of long sliding logs and lease sets
+-- that the next version writes (two versions share keys during a rolling
+-- deploy), their sums in a head of fixed widths, zero-padded, so that a
+-- call can read and update a few bytes of a long value (GETRANGE,
+-- SETRANGE, APPEND):
 --
 --   rl2:sl:<units:16>:<newest_us:18>:<first_us:18>:<offset:10>:<runs>
 --       the log's units, its newest run's time, its first live run's time
 --       and byte offset (0-based: 73 when no left run precedes it); the
 --       runs as rl1's from there, the first one's own time not read (after
 --       a trim it is a step from a run that has left)
+--   rl2:cc:<last_us:18>:<next_id:16>:<held:16>:<last_end:18>:<first_end:18>:<offset:10>:<leases>
+--       rl1's last update and next id, the slots held, the latest end, a
+--       time at or before the earliest end, and the byte offset of the
+--       first lease (109 when none precedes it); the leases as rl1's
 --
 -- Each field means what the module's state means (docs/commands.md,
 -- RL.SETSTATE). The key expires when the limiter is fresh again (PTTL =
@@ -1131,7 +1136,7 @@ local function build(name)
             local total, at, position, length = 0, 0, 8, #value
             local head_total, head_last, head_first -- (an rl2 log's)
             if byte(value, 3) == 50 then -- 'rl2:sl:'
-                head_total, head_last, head_first, position = part('rl2')(value)
+                head_total, head_last, head_first, position = part('rl2').sl(value)
             end
             -- The first run, then each one with the comma before it. A step
             -- and a count start with 1 to 9 (a leading zero is damage), but
@@ -1317,26 +1322,54 @@ local function build(name)
             refund = refund,
         }
     elseif name == 'rl2' then
-        -- The head of a sliding log in the next version's layout (`rl2:sl:`,
-        -- the file's header), built when such a log is first read: its
-        -- units, newest run's time and first live run's time and position,
-        -- which decode checks against the runs.
+        -- The heads of the next version's layouts (`rl2:sl:`, `rl2:cc:`, the
+        -- file's header), built when such a value is first read. Each holds
+        -- its value's sums, which decode checks against the entries, and
+        -- where the live entries start (after the head, or after a comma).
         part('base')
-        return function(value)
-            local _, _, total, last, first, offset = find(value, '^(%d+):(%d+):(%d+):(%d+):', 8)
-            if not offset or #total ~= 16 or #last ~= 18 or #first ~= 18 or #offset ~= 10 then
+
+        -- Zero-padded digits as stored_* read them (no leading zero).
+        local function unpadded(s)
+            local nonzero = find(s, '[^0]')
+            return nonzero and sub(s, nonzero) or '0'
+        end
+
+        -- The position of the first live entry, `offset` bytes in.
+        local function start(value, offset, head_length)
+            local position = offset + 1
+            if position <= head_length or position > #value
+                or position > head_length + 1 and byte(value, position - 1) ~= 44 then
                 fail('corrupt')
             end
-            local function unpadded(s) -- (as stored_* read them: no leading zero)
-                local nonzero = find(s, '[^0]')
-                return nonzero and sub(s, nonzero) or '0'
-            end
-            local position = offset + 1
-            if position < 74 or position > #value or position > 74 and byte(value, position - 1) ~= 44 then
-                fail('corrupt') -- (a live run starts after the head or after a comma)
-            end
-            return stored_count(unpadded(total), 1), stored_time(unpadded(last)), stored_time(unpadded(first)), position
+            return position
         end
+
+        return {
+            -- A log's units, its newest run's time, its first live run's time
+            -- and position.
+            sl = function(value)
+                local _, _, total, last, first, offset = find(value, '^(%d+):(%d+):(%d+):(%d+):', 8)
+                if not offset or #total ~= 16 or #last ~= 18 or #first ~= 18 or #offset ~= 10 then
+                    fail('corrupt')
+                end
+                return stored_count(unpadded(total), 1), stored_time(unpadded(last)), stored_time(unpadded(first)),
+                    start(value, offset, 73)
+            end,
+            -- A lease set's last update and next id (as rl1 holds them), its
+            -- slots held, its latest end, a time at or before its earliest
+            -- end, and its first lease's position. (A take that fits updates
+            -- the first four, side by side.)
+            cc = function(value)
+                local _, _, last, next_id, held, last_end, first_end, offset =
+                    find(value, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):', 8)
+                if not offset or #last ~= 18 or #next_id ~= 16 or #held ~= 16 or #last_end ~= 18
+                    or #first_end ~= 18 or #offset ~= 10 then
+                    fail('corrupt')
+                end
+                return unpadded(last), unpadded(next_id), stored_count(unpadded(held), 1),
+                    stored_time(unpadded(last_end)), stored_time(unpadded(first_end)), start(value, offset, 109)
+            end,
+        }
     elseif name == 'cc' then
         -- Concurrency (src/algorithms/concurrency.rs) -------------------------
         -- Leases: `last`, the last update; `next_id`, the id the next lease gets;
@@ -1386,6 +1419,12 @@ local function build(name)
                 return L
             end
             local _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
+            local head_held, head_first, head_last -- (an rl2 set's)
+            if byte(value, 3) == 50 then -- 'rl2:cc:'
+                local position
+                last, next_id, head_held, head_last, head_first, position = part('rl2').cc(value)
+                stop = position - 1
+            end
             if not stop then
                 fail('corrupt')
             end
@@ -1408,8 +1447,9 @@ local function build(name)
             end
             local ids, ends, slots, stops = L.ids, L.ends, L.slots, L.stops
             local count, total, previous, length = 0, 0, 0, #value
-            -- (plain: every lease read at once so far, and its first and last
-            -- end; a lease that is not turns the rest to the exact reading.)
+            -- (plain: every lease read at once so far; a lease that is not
+            -- turns the rest to the exact reading. first_end, last_end: the
+            -- earliest and the latest end so far, either way.)
             local position, first_end, last_end, plain = L.first, nil, nil, not wide
             -- The first lease, then each one with the comma before it. Each
             -- field starts with 1 to 9: a leading zero is damage.
@@ -1441,6 +1481,8 @@ local function build(name)
                         or not within(minus(ends_at, last), MAX_SPAN_US) then
                         fail('corrupt')
                     end
+                    first_end = (not first_end or lt(ends_at, first_end)) and ends_at or first_end
+                    last_end = (not last_end or lt(last_end, ends_at)) and ends_at or last_end
                 end
                 count = count + 1
                 if ids then
@@ -1452,7 +1494,8 @@ local function build(name)
                 end
                 position, pattern = stop + 1, '^,([1-9]%d*):([1-9]%d*):([1-9]%d*)'
             end
-            if next_id <= previous then
+            if next_id <= previous or head_held and (total ~= head_held or lt(first_end, head_first)
+                    or lt(last_end, head_last) or lt(head_last, last_end)) then
                 fail('corrupt')
             end
             -- The sums (every lease live at the last update): at and encode
@@ -1723,7 +1766,7 @@ local function build(name)
         -- (RL.RELEASE and RL.RENEW, in the leases part, go through the leases
         -- with these.)
         return {
-            prefix = 'rl1:cc:',
+            prefix = 'rl1:cc:', prefix2 = 'rl2:cc:',
             parse = parse,
             take = take,
             decode = decode,
@@ -2074,7 +2117,7 @@ local function build(name)
             local lease = renew and (LEASE and parse_limit(LEASE, argv[3], '') or parse_span(argv[3], 1000, 'lease'))
             local now = now_us(argv[renew and 4 or 3])
             local key, C = keys[1], part('cc')
-            local value = read_state(key, 'rl1:cc:')
+            local value = read_state(key, C.prefix, C.prefix2)
             -- Lease `id`, when still held at `now`: RL.RELEASE frees it, RL.RENEW
             -- makes it run out at `now + lease`.
             local L = value and C.decode(value, key)
