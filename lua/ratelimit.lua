@@ -69,8 +69,8 @@
 -- limbs of 7 decimal digits (the wide part, built only then).
 --
 -- The file: the parts (shared helpers, the wide numbers, one part per
--- algorithm as in src/algorithms and the head of an rl2 log after the
--- sliding log's, the commands, then RL.PEEK with RL.REFUND,
+-- algorithm as in src/algorithms and the heads of the next layouts (rl2)
+-- after the sliding log's, the commands, then RL.PEEK with RL.REFUND,
 -- RL.MULTI, and RL.RELEASE with RL.RENEW), each a branch of one function
 -- that builds it when a call first needs it; then the call. EVALSHA runs
 -- the whole file on every call, and builds only the parts the call uses; a
@@ -387,8 +387,8 @@ local function build(name)
 
         -- The value of `key` when it holds a state of the algorithm whose
         -- values start with `prefix` (`rl1:tb:`...: the state's fields from
-        -- byte 8 on), or with `other` (a sliding log's `rl2:sl:`); nil for a
-        -- missing key.
+        -- byte 8 on), or with `other` (the next layouts' `rl2:sl:` and
+        -- `rl2:cc:`); nil for a missing key.
         function read_state(key, prefix, other)
             local value = redis.pcall('GET', key)
             if not value then
