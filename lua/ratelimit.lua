@@ -385,11 +385,11 @@ local function build(name)
 
         -- Stored values -------------------------------------------------------
 
-        -- The value of `key` when it holds a state of the algorithm whose
-        -- values start with `prefix` (`rl1:tb:`...: the state's fields from
-        -- byte 8 on), or with `other` (the next layouts' `rl2:sl:` and
+        -- The value of `key` when it holds a state of algorithm `A`, whose
+        -- values start with `A.prefix` (`rl1:tb:`...: the state's fields from
+        -- byte 8 on) or `A.prefix2` (the next layouts' `rl2:sl:` and
         -- `rl2:cc:`); nil for a missing key.
-        function read_state(key, prefix, other)
+        function read_state(key, A)
             local value = redis.pcall('GET', key)
             if not value then
                 return nil
@@ -398,7 +398,7 @@ local function build(name)
                     fail('module_key')
                 end
                 fail('wrongtype')
-            elseif find(value, prefix, 1, true) ~= 1 and not (other and find(value, other, 1, true) == 1) then
+            elseif find(value, A.prefix, 1, true) ~= 1 and not (A.prefix2 and find(value, A.prefix2, 1, true) == 1) then
                 fail('wrongtype')
             end
             return value
@@ -1872,7 +1872,7 @@ local function build(name)
             end
             local n = argv[5] == nil and 1 or parse_count(argv[5]) or fail('count')
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A.prefix, A.prefix2), now, size, per, n, nil, key)
+            local allowed, remaining, retry, reset, sixth, new = A.take(read_state(key, A), now, size, per, n, nil, key)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
                 write_state(key, new, reset)
@@ -1957,7 +1957,7 @@ local function build(name)
                 fail(arity('RL.PEEK'))
             end
             local n = count_or_one(argv[6])
-            return fields(size, A.take(read_state(keys[1], A.prefix, A.prefix2), now, size, per, n, true, keys[1]))
+            return fields(size, A.take(read_state(keys[1], A), now, size, per, n, true, keys[1]))
         end
 
         -- RL.REFUND key ALGORITHM a b now n
@@ -1972,7 +1972,7 @@ local function build(name)
                 fail('refund_concurrency') -- a slot comes back by its lease's id
             end
             local key = keys[1]
-            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A.prefix, A.prefix2), now, size, per, n, key)
+            local allowed, remaining, retry, reset, sixth, new = A.refund(read_state(key, A), now, size, per, n, key)
             local reply = fields(size, allowed, remaining, retry, reset, sixth)
             if new then
                 write_state(key, new, reset)
@@ -2044,7 +2044,7 @@ local function build(name)
                 fail('repeated')
             end
             for i = 1, k do
-                values[i] = read_state(keys[i], limits[i].prefix, limits[i].prefix2)
+                values[i] = read_state(keys[i], limits[i])
             end
             local reply, allowed = kept_reply, true
             if reply then
@@ -2117,7 +2117,7 @@ local function build(name)
             local lease = renew and (LEASE and parse_limit(LEASE, argv[3], '') or parse_span(argv[3], 1000, 'lease'))
             local now = now_us(argv[renew and 4 or 3])
             local key, C = keys[1], part('cc')
-            local value = read_state(key, C.prefix, C.prefix2)
+            local value = read_state(key, C)
             -- Lease `id`, when still held at `now`: RL.RELEASE frees it, RL.RENEW
             -- makes it run out at `now + lease`.
             local L = value and C.decode(value, key)
