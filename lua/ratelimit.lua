@@ -393,7 +393,11 @@ local function build(name)
             local value = redis.pcall('GET', key)
             if not value then
                 return nil
-            elseif value.err then -- another type (a string's .err is nil)
+            elseif value.err then -- (a string's .err is nil)
+                if find(value.err, 'WRONGTYPE', 1, true) ~= 1 then
+                    fail(value.err) -- Redis's own error: GET refused by the caller's ACL
+                end
+                -- Another type.
                 if redis.call('TYPE', key).ok == 'ratelimit' then
                     fail('module_key')
                 end

@@ -2357,7 +2357,8 @@ fn long_logs_and_lease_sets_then_short_ones_agree_exactly(load: Load) {
 /// loads the library (FUNCTION LOAD) or the script (EVAL after NOSCRIPT)
 /// itself and runs every command with the default user's replies, also the
 /// error for a key of another type (TYPE) and the calls that append to a
-/// log (APPEND, PEXPIRE) and delete a key (DEL).
+/// log (APPEND, PEXPIRE) and delete a key (DEL); without any one of those
+/// rules, some call is refused.
 #[test]
 fn the_documented_acl_runs_every_command() {
     const INSIDE: [&str; 7] = ["+get", "+set", "+del", "+append", "+pexpire", "+time", "+type"];
@@ -2451,6 +2452,22 @@ fn the_documented_acl_runs_every_command() {
         let gone: bool =
             redis::cmd("EXISTS").arg(format!("{user}:sl")).query(admin).expect("EXISTS");
         assert!(!gone, "the {user} user's refunded log");
+        // Each rule is needed: without it, some call is refused.
+        for rule in INSIDE {
+            let without = format!("{user}-without-{rule}");
+            let mut acl = redis::cmd("ACL");
+            acl.arg(&["SETUSER", &without, "on", ">pw", "~*"]).arg(&call_rules);
+            acl.arg(INSIDE.iter().filter(|r| **r != rule).collect::<Vec<_>>());
+            let () = acl.query(admin).expect("ACL SETUSER");
+            let con = &mut server.connect();
+            let () = redis::cmd("AUTH").arg(&without).arg("pw").query(con).expect("AUTH");
+            let theirs = replies(con, &format!("{without}:"));
+            // (Redis 7.0's words, then Redis 7.2's and Valkey's.)
+            let refused = |reply: &String| {
+                reply.contains("can't run this command") || reply.contains("no permissions to run")
+            };
+            assert!(theirs.iter().any(refused), "{user} without {rule}: {theirs:?}");
+        }
     }
 }
 
