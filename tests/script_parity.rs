@@ -2467,6 +2467,25 @@ fn the_documented_acl_runs_every_command() {
                 reply.contains("can't run this command") || reply.contains("no permissions to run")
             };
             assert!(theirs.iter().any(refused), "{user} without {rule}: {theirs:?}");
+            // A refused call changes nothing: a log made by one call (SET),
+            // which the next one's refused PEXPIRE would have appended to,
+            // is as the first call left it.
+            if rule == "+pexpire" {
+                let key = format!("{without}:log");
+                let take = |con: &mut redis::Connection, at: &str| {
+                    let call = ["RL.SLIDINGLOG", &key, "10", "60", at, "1"];
+                    let parts: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+                    show(&raw_call(con, Some(&form), &parts))
+                };
+                assert_eq!(take(con, "1700000000"), "[1, 9, 10, 0, 60000]");
+                let before = snapshot(admin, &[&key]);
+                assert!(refused(&take(con, "1700000000.1")), "{user} without {rule}");
+                assert_eq!(
+                    snapshot(admin, &[&key]),
+                    before,
+                    "{user} without {rule}: the log changed"
+                );
+            }
         }
     }
 }

@@ -411,14 +411,15 @@ local function build(name)
         -- The new state, expiring when the limiter is fresh again; no key
         -- when it is fresh already. A value starting with a comma is a
         -- sliding log's new run, appended to the stored log (a stored value
-        -- starts with `rl1:`). (PX in decimal: Redis would write a number
-        -- argument with %.17g, a slower printf.)
+        -- starts with `rl1:`) after its expiry is set: a caller whose ACL
+        -- refuses PEXPIRE then changes nothing. (PX in decimal: Redis would
+        -- write a number argument with %.17g, a slower printf.)
         function write_state(key, value, reset_ms)
             if reset_ms == 0 then
                 redis.call('DEL', key)
             elseif byte(value) == 44 then -- ','
-                redis.call('APPEND', key, value)
                 redis.call('PEXPIRE', key, format('%d', reset_ms))
+                redis.call('APPEND', key, value)
             else
                 redis.call('SET', key, value, 'PX', format('%d', reset_ms))
             end
