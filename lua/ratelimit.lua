@@ -1423,12 +1423,13 @@ local function build(name)
             if L and L.value == value then
                 return L
             end
-            local _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
+            local _, stop, last, next_id
             local head_held, head_first, head_last -- (an rl2 set's)
             if byte(value, 3) == 50 then -- 'rl2:cc:'
-                local position
-                last, next_id, head_held, head_last, head_first, position = part('rl2').cc(value)
-                stop = position - 1
+                last, next_id, head_held, head_last, head_first, stop = part('rl2').cc(value)
+                stop = stop - 1 -- (where the head ends)
+            else
+                _, stop, last, next_id = find(value, '^(%d+):(%d+):', 8)
             end
             if not stop then
                 fail('corrupt')
